@@ -1,0 +1,270 @@
+package idem
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+)
+
+// Operation is the idempotency contract of one annotated operation; the
+// generated code declares one per operation from the spec's annotations.
+type Operation struct {
+	// Name is the operationId in the spec; keys are independent per name.
+	Name string
+	// KeyOptional lets a request without an Idempotency-Key run, without
+	// idempotency. By default the key is required.
+	KeyOptional bool
+	// TTL is how long a stored response is replayed.
+	TTL time.Duration
+	// Lease is how long an attempt holds the key before another request
+	// may take over.
+	Lease time.Duration
+	// FingerprintExclude lists JSON pointers into the body that do not
+	// count towards the fingerprint.
+	FingerprintExclude []string
+}
+
+// Options configure an Engine. The zero value works: one scope for all
+// requests, the default logger, Retry-After of one second.
+type Options struct {
+	// Scope returns the scope of a request, such as its tenant or
+	// authenticated principal; keys never cross scopes. It may return a
+	// *Problem to choose the answer; other errors answer 400.
+	Scope func(*http.Request) (string, error)
+	// Logger receives errors and claim events; nil uses slog.Default().
+	Logger *slog.Logger
+	// RetryAfter is sent with 409 and 503 answers; zero means one second.
+	RetryAfter time.Duration
+}
+
+// Engine runs requests of annotated operations through the protocol.
+type Engine[T any] struct {
+	store      Store[T]
+	scope      func(*http.Request) (string, error)
+	log        *slog.Logger
+	retryAfter time.Duration
+}
+
+// NewEngine returns an engine on store.
+func NewEngine[T any](store Store[T], opts Options) *Engine[T] {
+	e := &Engine[T]{store: store, scope: opts.Scope, log: opts.Logger, retryAfter: opts.RetryAfter}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	if e.retryAfter <= 0 {
+		e.retryAfter = time.Second
+	}
+	return e
+}
+
+// Attempt is one execution of an annotated operation's handler, holding
+// the key. T is the store's transaction type.
+type Attempt[T any] struct {
+	tx T
+	id ID
+}
+
+// Tx is the attempt's transaction. With the Postgres store it is a pgx.Tx
+// whose writes commit together with the stored response; do not commit or
+// roll it back yourself.
+func (a *Attempt[T]) Tx() T { return a.tx }
+
+// Key is the request's idempotency key; empty when the operation's key is
+// optional and the request sent none.
+func (a *Attempt[T]) Key() string { return a.id.Key }
+
+// Scope is the request's scope.
+func (a *Attempt[T]) Scope() string { return a.id.Scope }
+
+// Handler runs an operation's business logic inside an attempt and returns
+// the typed response's writer. The generated code wraps the user's method.
+type Handler[T any] func(ctx context.Context, at *Attempt[T]) (Writer, error)
+
+// PanicError is returned when a handler panics; the attempt was undone.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("idem: handler panicked: %v", e.Value) }
+
+// maxTries bounds lookup-claim rounds: a claim that loses a race reads the
+// key again, and a key that keeps changing gets a 409.
+const maxTries = 8
+
+// Serve answers one request of op. The *http.Request must be in ctx (see
+// WithRequest); fingerprint is the request's Fingerprint. It returns the
+// response to send, or the handler's error, which the caller answers with
+// a 500.
+func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte, h Handler[T]) (*Response, error) {
+	r := RequestFrom(ctx)
+	if r == nil {
+		return nil, errors.New("idem: no *http.Request in the context; mount the generated handler, which adds it")
+	}
+	key, err := ParseKey(r.Header.Values(HeaderKey))
+	switch {
+	case errors.Is(err, ErrNoKey) && op.KeyOptional:
+		return e.runKeyless(ctx, op, h)
+	case errors.Is(err, ErrNoKey):
+		return missingKey(op), nil
+	case err != nil:
+		return invalidKey(err), nil
+	}
+	scope := ""
+	if e.scope != nil {
+		if scope, err = e.scope(r); err != nil {
+			return scopeProblem(err), nil
+		}
+	}
+	id := ID{Scope: scope, Operation: op.Name, Key: key}
+
+	for range maxTries {
+		rec, err := e.store.Lookup(ctx, id)
+		if err != nil {
+			return e.unavailable(ctx, id, "lookup", err), nil
+		}
+		if rec.Fingerprint != nil && !bytes.Equal(rec.Fingerprint, fingerprint) {
+			return keyReused(), nil
+		}
+		switch rec.State {
+		case Busy:
+			return e.keyInUse(), nil
+		case Completed:
+			replay := *rec.Response
+			replay.Replayed = true
+			return &replay, nil
+		}
+		txn, err := e.store.Claim(ctx, id, Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease})
+		if errors.Is(err, ErrContended) {
+			continue
+		}
+		if err != nil {
+			return e.unavailable(ctx, id, "claim", err), nil
+		}
+		if rec.State == Abandoned {
+			e.log.InfoContext(ctx, "idem: took over an abandoned attempt", "operation", id.Operation, "scope", id.Scope, "recovery_point", rec.RecoveryPoint)
+		}
+		return e.execute(ctx, txn, &Attempt[T]{tx: txn.Tx(), id: id}, h)
+	}
+	return e.keyInUse(), nil
+}
+
+func (e *Engine[T]) runKeyless(ctx context.Context, op *Operation, h Handler[T]) (*Response, error) {
+	txn, err := e.store.Begin(ctx)
+	if err != nil {
+		return e.unavailable(ctx, ID{Operation: op.Name}, "begin", err), nil
+	}
+	return e.execute(ctx, txn, &Attempt[T]{tx: txn.Tx(), id: ID{Operation: op.Name}}, h)
+}
+
+// execute runs the handler in the attempt and stores its response. A Go
+// error or a panic undoes the attempt so that a retry runs again.
+func (e *Engine[T]) execute(ctx context.Context, txn Txn[T], at *Attempt[T], h Handler[T]) (resp *Response, err error) {
+	// The attempt ends whatever the client does: a response the handler
+	// produced is worth storing even if the client has gone.
+	endCtx := context.WithoutCancel(ctx)
+	defer func() {
+		p := recover()
+		if p == nil && err == nil {
+			return
+		}
+		if abortErr := txn.Abort(endCtx); abortErr != nil {
+			e.log.ErrorContext(ctx, "idem: abort attempt", "operation", at.id.Operation, "error", abortErr)
+		}
+		if p == nil {
+			return
+		}
+		if p == http.ErrAbortHandler {
+			panic(p)
+		}
+		err = &PanicError{Value: p, Stack: debug.Stack()}
+		resp = nil
+	}()
+
+	write, err := h(ctx, at)
+	if err != nil {
+		return nil, err
+	}
+	if write == nil {
+		return nil, fmt.Errorf("idem: %s returned neither a response nor an error", at.id.Operation)
+	}
+	resp, err = Capture(write)
+	if err != nil {
+		return nil, fmt.Errorf("idem: write %s response: %w", at.id.Operation, err)
+	}
+	if err := txn.Complete(endCtx, resp); err != nil {
+		// Complete failed, so the transaction with the handler's writes did
+		// not commit: the client may safely retry.
+		return e.unavailable(ctx, at.id, "complete", err), nil
+	}
+	return resp, nil
+}
+
+func (e *Engine[T]) unavailable(ctx context.Context, id ID, step string, err error) *Response {
+	e.log.ErrorContext(ctx, "idem: key store failed", "step", step, "operation", id.Operation, "error", err)
+	return (&Problem{
+		Type:       TypeStoreUnavailable,
+		Title:      "Key store unavailable",
+		Status:     http.StatusServiceUnavailable,
+		Detail:     "The idempotency key store could not be reached, so the request was not run. Retry after the Retry-After delay with the same Idempotency-Key.",
+		RetryAfter: e.retryAfter,
+	}).Response()
+}
+
+func (e *Engine[T]) keyInUse() *Response {
+	return (&Problem{
+		Type:       TypeKeyInUse,
+		Title:      "Idempotency-Key in use",
+		Status:     http.StatusConflict,
+		Detail:     "Another request with this Idempotency-Key is still being processed. Retry after the Retry-After delay with the same key to get its result.",
+		RetryAfter: e.retryAfter,
+	}).Response()
+}
+
+func missingKey(op *Operation) *Response {
+	return (&Problem{
+		Type:   TypeMissingKey,
+		Title:  "Idempotency-Key required",
+		Status: http.StatusBadRequest,
+		Detail: fmt.Sprintf("Operation %s requires an Idempotency-Key header. Send a new unique key (for example a UUID) with each new request, and the same key when you retry it.", op.Name),
+	}).Response()
+}
+
+func invalidKey(err error) *Response {
+	detail := err.Error()
+	if ke, ok := errors.AsType[*KeyError](err); ok {
+		detail = "The Idempotency-Key header is invalid: " + ke.Reason + "."
+	}
+	return (&Problem{
+		Type:   TypeInvalidKey,
+		Title:  "Invalid Idempotency-Key",
+		Status: http.StatusBadRequest,
+		Detail: detail + " Send 1 to 255 printable ASCII characters, optionally as a quoted string.",
+	}).Response()
+}
+
+func keyReused() *Response {
+	return (&Problem{
+		Type:   TypeKeyReused,
+		Title:  "Idempotency-Key reused",
+		Status: http.StatusUnprocessableEntity,
+		Detail: "This Idempotency-Key was already used with a different request. Reuse a key only to retry the identical request; send a new key for a new request.",
+	}).Response()
+}
+
+func scopeProblem(err error) *Response {
+	if p, ok := errors.AsType[*Problem](err); ok {
+		return p.Response()
+	}
+	return (&Problem{
+		Type:   TypeInvalidScope,
+		Title:  "Request scope missing",
+		Status: http.StatusBadRequest,
+		Detail: "The request's scope could not be determined: " + err.Error() + ". Send the credentials or headers that identify your account.",
+	}).Response()
+}

@@ -1,0 +1,60 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+)
+
+type requestKey struct{}
+
+// WithRequest returns ctx carrying r, for Serve. The generated handler
+// adds it with a strict middleware, since the strict server interface
+// passes handlers only a context.
+func WithRequest(ctx context.Context, r *http.Request) context.Context {
+	return context.WithValue(ctx, requestKey{}, r)
+}
+
+// RequestFrom returns the request WithRequest stored, or nil.
+func RequestFrom(ctx context.Context) *http.Request {
+	r, _ := ctx.Value(requestKey{}).(*http.Request)
+	return r
+}
+
+// ErrorHandlers answer the errors of the generated server with problem
+// details, so that every answer of an annotated API is problem+json.
+type ErrorHandlers struct {
+	// Logger receives handler errors; nil uses slog.Default().
+	Logger *slog.Logger
+}
+
+// RequestError answers a request that failed to decode with a 400.
+func (h ErrorHandlers) RequestError(w http.ResponseWriter, r *http.Request, err error) {
+	WriteProblem(w, &Problem{
+		Type:   TypeInvalidRequest,
+		Title:  "Invalid request",
+		Status: http.StatusBadRequest,
+		Detail: "The request does not match the API's schema: " + err.Error() + ". Fix the request and send it again; it was not run.",
+	})
+}
+
+// ResponseError answers a handler error with a 500. The error is logged,
+// not sent: it may hold internals.
+func (h ErrorHandlers) ResponseError(w http.ResponseWriter, r *http.Request, err error) {
+	log := h.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	attrs := []any{"method", r.Method, "path", r.URL.Path, "error", err}
+	if pe, ok := errors.AsType[*PanicError](err); ok {
+		attrs = append(attrs, "stack", string(pe.Stack))
+	}
+	log.ErrorContext(r.Context(), "idem: handler failed", attrs...)
+	WriteProblem(w, &Problem{
+		Type:   TypeInternal,
+		Title:  "Internal error",
+		Status: http.StatusInternalServerError,
+		Detail: "The server failed to handle the request. Nothing was stored for its Idempotency-Key, so a retry with the same key runs it again.",
+	})
+}

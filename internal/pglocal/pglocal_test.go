@@ -1,0 +1,94 @@
+package pglocal
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), nil))
+}
+
+func selectOne(t *testing.T, url string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(t.Context(), "select 1").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("select 1 = %d, %v", n, err)
+	}
+}
+
+func TestForceClusterStartsAndRemovesCluster(t *testing.T) {
+	srv, err := Start(t.Context(), Options{Logger: testLogger(t), ForceCluster: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := srv.dir
+	t.Cleanup(func() { _ = srv.Close() }) // in case an assertion below fails
+
+	if !srv.Started {
+		t.Error("Started = false for a forced cluster")
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("cluster dir: %v", err)
+	}
+	selectOne(t, srv.URL)
+
+	if err := srv.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("cluster dir %s still there after Close (stat err %v)", dir, err)
+	}
+	if err := srv.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestBadDatabaseURLIsNamed(t *testing.T) {
+	// A port that was just free is very likely to refuse connections.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+
+	t.Setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:"+strconv.Itoa(port)+"/postgres?sslmode=disable")
+	srv, err := Start(t.Context(), Options{Logger: testLogger(t)})
+	if err == nil {
+		srv.Close()
+		t.Fatal("Start succeeded with an unreachable DATABASE_URL")
+	}
+	if !strings.Contains(err.Error(), "DATABASE_URL") {
+		t.Errorf("error does not name DATABASE_URL: %v", err)
+	}
+}
+
+// TestDefaultStart checks that the zero Options find or start something
+// usable, whatever this machine offers.
+func TestDefaultStart(t *testing.T) {
+	srv, err := Start(t.Context(), Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	selectOne(t, srv.URL)
+}
