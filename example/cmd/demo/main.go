@@ -1,0 +1,176 @@
+// Command demo starts the example orders API on PostgreSQL and walks
+// through the Idempotency-Key protocol: a first call, its replay, a key
+// reused for another request (422), a duplicate while the first call runs
+// (409) and a call without a key (400).
+//
+//	go run ./example/cmd/demo
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idemgen/idemgen/example/server"
+)
+
+const workDelay = time.Second
+
+func main() {
+	if err := run(os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+type result struct {
+	status   int
+	header   http.Header
+	body     []byte
+	duration time.Duration
+}
+
+func run(out io.Writer) error {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := server.Start(context.Background(), server.Config{
+		DatabaseURL: os.Getenv("DATABASE_URL"),
+		WorkDelay:   workDelay,
+		Logger:      log,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+
+	suffix := random()
+	customer := "cus_" + suffix
+	post := func(key string, amount int) (result, error) {
+		body := fmt.Sprintf(`{"amount_cents": %d, "currency": "EUR", "customer_id": %q}`, amount, customer)
+		req, err := http.NewRequest("POST", srv.URL+"/orders", strings.NewReader(body))
+		if err != nil {
+			return result{}, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Account-Id", "acct_demo")
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return result{}, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return result{resp.StatusCode, resp.Header, b, time.Since(start)}, err
+	}
+
+	fmt.Fprintf(out, "Orders API at %s on PostgreSQL; createOrder works for %s inside its attempt.\n\n", srv.URL, workDelay)
+	key := "demo-" + suffix
+
+	fmt.Fprintf(out, "1. First call: POST /orders, Idempotency-Key: %s\n", key)
+	first, err := post(key, 1250)
+	if err != nil {
+		return err
+	}
+	show(out, first)
+
+	fmt.Fprintln(out, "2. The client retries: same key, same body")
+	replay, err := post(key, 1250)
+	if err != nil {
+		return err
+	}
+	show(out, replay)
+	fmt.Fprintf(out, "   same body as the first call: %v\n\n", bytes.Equal(first.body, replay.body))
+
+	fmt.Fprintln(out, "3. The same key with a different body (amount 999)")
+	reused, err := post(key, 999)
+	if err != nil {
+		return err
+	}
+	show(out, reused)
+
+	key2 := "demo-" + random()
+	fmt.Fprintf(out, "4. Two calls at once with a new key, %s: one runs, the other is told to wait\n", key2)
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		results []result
+		errs    []error
+	)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := post(key2, 4200)
+			mu.Lock()
+			defer mu.Unlock()
+			results, errs = append(results, r), append(errs, err)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	slices.SortFunc(results, func(a, b result) int { return a.status - b.status })
+	for _, r := range results {
+		show(out, r)
+	}
+
+	fmt.Fprintln(out, "5. A call without an Idempotency-Key")
+	missing, err := post("", 1250)
+	if err != nil {
+		return err
+	}
+	show(out, missing)
+
+	var list struct {
+		Orders []json.RawMessage `json:"orders"`
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/orders?customer_id="+customer, nil)
+	req.Header.Set("X-Account-Id", "acct_demo")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		defer resp.Body.Close()
+		_ = json.NewDecoder(resp.Body).Decode(&list)
+	}
+	fmt.Fprintf(out, "Orders created for %s: %d (five calls, two keys).\n", customer, len(list.Orders))
+	if len(list.Orders) != 2 {
+		return fmt.Errorf("expected 2 orders, found %d", len(list.Orders))
+	}
+	return nil
+}
+
+func show(out io.Writer, r result) {
+	fmt.Fprintf(out, "   → %d %s in %s", r.status, http.StatusText(r.status), r.duration.Round(time.Millisecond))
+	for _, h := range []string{"Idempotent-Replayed", "Retry-After", "Location"} {
+		if v := r.header.Get(h); v != "" {
+			fmt.Fprintf(out, ", %s: %s", h, v)
+		}
+	}
+	fmt.Fprintln(out)
+	var problem struct{ Detail string }
+	if strings.HasPrefix(r.header.Get("Content-Type"), "application/problem+json") && json.Unmarshal(r.body, &problem) == nil {
+		fmt.Fprintf(out, "     %s\n\n", problem.Detail)
+		return
+	}
+	fmt.Fprintf(out, "     %s\n\n", bytes.TrimSpace(r.body))
+}
+
+func random() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

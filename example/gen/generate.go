@@ -1,0 +1,5 @@
+// Package gen holds the example's generated code: oapi-codegen's models and
+// strict server, and the idempotency layer over them.
+package gen
+
+//go:generate go run github.com/idemgen/idemgen/cmd/idemgen -config ../idemgen.yaml

@@ -1,0 +1,131 @@
+// Package orders is the example's business logic: all a team writes by
+// hand. CreateOrder inserts through the attempt's transaction, so the
+// order and the stored response commit together.
+package orders
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/idemgen/idemgen/example/gen"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/pgstore"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed schema.sql
+var schema string
+
+// Migrate creates the key store and the orders table.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	if err := pgstore.Migrate(ctx, pool); err != nil {
+		return err
+	}
+	if _, err := pool.Exec(ctx, schema); err != nil {
+		return fmt.Errorf("orders: migrate: %w", err)
+	}
+	return nil
+}
+
+// Service implements the generated server interface on PostgreSQL.
+type Service struct {
+	Pool *pgxpool.Pool
+	// WorkDelay makes CreateOrder wait inside its attempt, holding the
+	// key, to show the in-flight case.
+	WorkDelay time.Duration
+}
+
+var _ gen.IdempotentServer[pgx.Tx] = (*Service)(nil)
+
+// Scope returns the account a request acts for: idempotency keys are
+// scoped to it.
+func Scope(r *http.Request) (string, error) {
+	if id := r.Header.Get("X-Account-Id"); id != "" {
+		return id, nil
+	}
+	return "", errors.New("the X-Account-Id header is missing")
+}
+
+// ProblemInvalidOrder is the problem type of a rejected order.
+const ProblemInvalidOrder = "https://example.com/problems/invalid-order"
+
+const orderColumns = `id, account_id, amount_cents, currency, customer_id, created_at`
+
+func (s *Service) CreateOrder(ctx context.Context, at *idem.Attempt[pgx.Tx], req gen.CreateOrderRequestObject) (gen.CreateOrderResponseObject, error) {
+	b := req.Body
+	if b.AmountCents <= 0 {
+		// A typed response: stored and replayed like a success.
+		return gen.CreateOrder400ApplicationProblemPlusJSONResponse{
+			Type:   ProblemInvalidOrder,
+			Title:  "Invalid order",
+			Status: http.StatusBadRequest,
+			Detail: ptr(fmt.Sprintf("amount_cents must be positive, got %d; send a new request with a new Idempotency-Key", b.AmountCents)),
+		}, nil
+	}
+	row := at.Tx().QueryRow(ctx,
+		`INSERT INTO orders (account_id, amount_cents, currency, customer_id) VALUES ($1, $2, $3, $4) RETURNING `+orderColumns,
+		req.Params.XAccountId, b.AmountCents, b.Currency, b.CustomerId)
+	o, err := scanOrder(row)
+	if err != nil {
+		return nil, fmt.Errorf("insert order: %w", err)
+	}
+	if s.WorkDelay > 0 {
+		select {
+		case <-time.After(s.WorkDelay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return gen.CreateOrder201JSONResponse{
+		Body:    o,
+		Headers: gen.CreateOrder201ResponseHeaders{Location: "/orders/" + o.Id},
+	}, nil
+}
+
+func (s *Service) GetOrder(ctx context.Context, req gen.GetOrderRequestObject) (gen.GetOrderResponseObject, error) {
+	o, err := scanOrder(s.Pool.QueryRow(ctx,
+		`SELECT `+orderColumns+` FROM orders WHERE id = $1 AND account_id = $2`, req.Id, req.Params.XAccountId))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return gen.GetOrder404ApplicationProblemPlusJSONResponse{
+			Type:   "https://example.com/problems/not-found",
+			Title:  "Order not found",
+			Status: http.StatusNotFound,
+			Detail: ptr("no order " + req.Id + " in this account; check the id and the X-Account-Id header"),
+		}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get order: %w", err)
+	}
+	return gen.GetOrder200JSONResponse(o), nil
+}
+
+func (s *Service) ListOrders(ctx context.Context, req gen.ListOrdersRequestObject) (gen.ListOrdersResponseObject, error) {
+	rows, err := s.Pool.Query(ctx,
+		`SELECT `+orderColumns+` FROM orders WHERE account_id = $1 AND customer_id = $2 ORDER BY created_at, id`,
+		req.Params.XAccountId, req.Params.CustomerId)
+	if err != nil {
+		return nil, fmt.Errorf("list orders: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (gen.Order, error) { return scanOrder(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list orders: %w", err)
+	}
+	if list == nil {
+		list = []gen.Order{}
+	}
+	return gen.ListOrders200JSONResponse{Orders: list}, nil
+}
+
+func scanOrder(row pgx.Row) (gen.Order, error) {
+	var o gen.Order
+	err := row.Scan(&o.Id, &o.AccountId, &o.AmountCents, &o.Currency, &o.CustomerId, &o.CreatedAt)
+	o.CreatedAt = o.CreatedAt.UTC()
+	return o, err
+}
+
+func ptr[T any](v T) *T { return &v }

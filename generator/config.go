@@ -1,0 +1,148 @@
+package generator
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
+	"gopkg.in/yaml.v3"
+)
+
+// Config is idemgen's configuration file. Paths are relative to the file.
+type Config struct {
+	// Spec is the annotated OpenAPI 3 document.
+	Spec string `yaml:"spec"`
+	// Output is where the Go code goes.
+	Output Output `yaml:"output"`
+	// Server is the HTTP server kind the handler is built for.
+	Server string `yaml:"server"`
+	// Migrations are the key-store migrations written for the user's tool.
+	Migrations Migrations `yaml:"migrations"`
+	// Queries is where the key store's sqlc queries are written.
+	Queries Queries `yaml:"queries"`
+	// OapiCodegen passes options through to oapi-codegen.
+	OapiCodegen OapiCodegen `yaml:"oapi-codegen"`
+
+	// dir is the directory of the config file; paths resolve against it.
+	dir string
+}
+
+// Output says where the generated Go code goes.
+type Output struct {
+	Dir     string `yaml:"dir"`
+	Package string `yaml:"package"`
+}
+
+// Migrations say where and in which format the migrations are written.
+type Migrations struct {
+	Dir    string `yaml:"dir"`
+	Format string `yaml:"format"`
+}
+
+// Queries say where the sqlc query file is written.
+type Queries struct {
+	Dir string `yaml:"dir"`
+}
+
+// OapiCodegen holds the oapi-codegen options idemgen passes through.
+type OapiCodegen struct {
+	// OutputOptions are oapi-codegen's output-options, such as skip-prune.
+	OutputOptions codegen.OutputOptions `yaml:"output-options"`
+}
+
+// Server kinds. Only std-http is implemented; the names of the others are
+// reserved so that a config naming them gets a clear answer.
+var (
+	serverKinds        = []string{"std-http"}
+	plannedServerKinds = []string{"chi", "echo", "gin"}
+)
+
+// Migration formats.
+const (
+	FormatGolangMigrate = "golang-migrate"
+	FormatGoose         = "goose"
+)
+
+// ErrConfig marks errors in the configuration file.
+var ErrConfig = errors.New("invalid config")
+
+// LoadConfig reads a configuration file and fills in defaults.
+func LoadConfig(path string) (*Config, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return ParseConfig(path, src)
+}
+
+// ParseConfig parses a configuration file's contents; path names it in
+// errors and anchors its relative paths.
+func ParseConfig(path string, src []byte) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%s: %w: %v; see `idemgen help config`", path, ErrConfig, err)
+	}
+	c.dir = filepath.Dir(path)
+	if err := c.complete(); err != nil {
+		return nil, fmt.Errorf("%s: %w: %v", path, ErrConfig, err)
+	}
+	return &c, nil
+}
+
+func (c *Config) complete() error {
+	var problems []string
+	if c.Spec == "" {
+		problems = append(problems, "spec is missing: name the annotated OpenAPI document, e.g. `spec: openapi.yaml`")
+	}
+	if c.Output.Dir == "" {
+		problems = append(problems, "output.dir is missing: name the directory for the generated Go code, e.g. `output: {dir: gen, package: gen}`")
+	}
+	if c.Output.Package == "" {
+		c.Output.Package = filepath.Base(c.Output.Dir)
+	}
+	if c.Output.Dir != "" && !token.IsIdentifier(c.Output.Package) {
+		problems = append(problems, fmt.Sprintf("output.package %q is not a Go package name; set output.package", c.Output.Package))
+	}
+	if c.Server == "" {
+		c.Server = "std-http"
+	}
+	switch {
+	case slices.Contains(serverKinds, c.Server):
+	case slices.Contains(plannedServerKinds, c.Server):
+		problems = append(problems, fmt.Sprintf("server %q is not supported yet; use std-http and mount the handler on your router", c.Server))
+	default:
+		problems = append(problems, fmt.Sprintf("server %q is unknown; expected one of %s", c.Server, strings.Join(serverKinds, ", ")))
+	}
+	if c.Migrations.Dir == "" {
+		c.Migrations.Dir = filepath.Join(c.Output.Dir, "migrations")
+	}
+	if c.Migrations.Format == "" {
+		c.Migrations.Format = FormatGolangMigrate
+	}
+	if c.Migrations.Format != FormatGolangMigrate && c.Migrations.Format != FormatGoose {
+		problems = append(problems, fmt.Sprintf("migrations.format %q is unknown; expected %s or %s", c.Migrations.Format, FormatGolangMigrate, FormatGoose))
+	}
+	if c.Queries.Dir == "" {
+		c.Queries.Dir = filepath.Join(c.Output.Dir, "queries")
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// path resolves a config-relative path.
+func (c *Config) path(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(c.dir, p)
+}

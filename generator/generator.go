@@ -1,0 +1,151 @@
+// Package generator turns an annotated OpenAPI spec and a Config into
+// idemgen's output: oapi-codegen's models and strict server, the
+// idempotency layer over them, the key-store migrations and the sqlc
+// queries. It reads the spec (annotation), builds a model of the annotated
+// operations on oapi-codegen's own operation definitions (model.go), and
+// renders the embedded templates.
+package generator
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"go/format"
+	"os"
+	"path/filepath"
+	"slices"
+	"text/template"
+
+	"github.com/idemgen/idemgen/generator/annotation"
+	"github.com/idemgen/idemgen/templates"
+)
+
+// File is one generated file.
+type File struct {
+	// Path is relative to the config file's directory.
+	Path    string
+	Content []byte
+}
+
+// Result is the output of one run.
+type Result struct {
+	Files []File
+	// Operations counts the spec's operations; Idempotent the annotated ones.
+	Operations, Idempotent int
+}
+
+var tmpl = template.Must(template.New("").ParseFS(templates.FS, "*.tmpl"))
+
+// Generate produces every output file in memory; Write or Check them.
+func Generate(cfg *Config) (*Result, error) {
+	specPath := cfg.path(cfg.Spec)
+	src, err := os.ReadFile(specPath)
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	annotated, err := annotation.Read(specPath, src)
+	if err != nil {
+		return nil, err
+	}
+	oapiSrc, defs, err := runOapiCodegen(specPath, cfg)
+	if err != nil {
+		return nil, err
+	}
+	m, err := buildModel(cfg, annotated, defs)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkNames(oapiSrc, m); err != nil {
+		return nil, err
+	}
+	layer, err := renderGo("idempotency.go.tmpl", m)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Operations: len(m.Operations)}
+	for _, op := range m.Operations {
+		if op.Idempotent {
+			res.Idempotent++
+		}
+	}
+	res.Files = append(res.Files,
+		File{filepath.Join(cfg.Output.Dir, "oapi.gen.go"), oapiSrc},
+		File{filepath.Join(cfg.Output.Dir, "idempotency.gen.go"), layer},
+	)
+	sqlFiles, err := sqlFiles(cfg)
+	if err != nil {
+		return nil, err
+	}
+	res.Files = append(res.Files, sqlFiles...)
+	return res, nil
+}
+
+func renderGo(name string, data any) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := tmpl.ExecuteTemplate(&buf, name, data); err != nil {
+		return nil, fmt.Errorf("render %s: %w", name, err)
+	}
+	out, err := format.Source(buf.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("format %s (a generator bug; please report it with your spec): %w", name, err)
+	}
+	return out, nil
+}
+
+// Write writes the files under dir (the config file's directory), leaving
+// files whose content is unchanged untouched.
+func (r *Result) Write(dir string) (written []string, err error) {
+	for _, f := range r.Files {
+		path := filepath.Join(dir, f.Path)
+		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, f.Content) {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return written, fmt.Errorf("write output: %w", err)
+		}
+		if err := os.WriteFile(path, f.Content, 0o644); err != nil {
+			return written, fmt.Errorf("write output: %w", err)
+		}
+		written = append(written, f.Path)
+	}
+	return written, nil
+}
+
+// ErrStale reports committed output that differs from what the spec and
+// config generate.
+var ErrStale = errors.New("generated files are out of date")
+
+// Check compares the files with what is under dir. It returns ErrStale,
+// naming every missing or differing file, when they are not the same.
+func (r *Result) Check(dir string) error {
+	var stale []string
+	for _, f := range r.Files {
+		old, err := os.ReadFile(filepath.Join(dir, f.Path))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			stale = append(stale, f.Path+" (missing)")
+		case err != nil:
+			return fmt.Errorf("check output: %w", err)
+		case !bytes.Equal(old, f.Content):
+			stale = append(stale, f.Path+" (differs)")
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	slices.Sort(stale)
+	return &StaleError{Files: stale}
+}
+
+// StaleError lists the stale files; it matches ErrStale.
+type StaleError struct{ Files []string }
+
+func (e *StaleError) Error() string {
+	msg := ErrStale.Error() + ":"
+	for _, f := range e.Files {
+		msg += "\n\t" + f
+	}
+	return msg + "\nrun `go generate` (or `idemgen generate`) and commit the result"
+}
+
+func (e *StaleError) Is(target error) bool { return target == ErrStale }

@@ -1,0 +1,341 @@
+package generator
+
+import (
+	"errors"
+	"fmt"
+	"mime"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/idemgen/idemgen/generator/annotation"
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
+)
+
+// model is what idempotency.go.tmpl renders.
+type model struct {
+	Spec       string // the spec's path relative to the output directory
+	Package    string
+	Idempotent bool // whether any operation is annotated
+	Operations []operation
+}
+
+// operation is one operation of the spec, as the layer sees it.
+type operation struct {
+	GoName     string // oapi-codegen's name: CreateOrder
+	Name       string // the key namespace: the spec's operationId
+	Method     string
+	Path       string
+	Field      string // the adapter's field for its idem.Operation
+	Answer     string // the type of the responses the protocol produces
+	Idempotent bool
+
+	KeyOptional bool
+	TTL, Lease  string // Go expressions
+	TTLText     string
+	Exclude     []string
+	// Go expressions for the fingerprint's parts.
+	PathParams, QueryParams, Body string
+}
+
+func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.OperationDefinition) (*model, error) {
+	specRel, err := filepath.Rel(cfg.path(cfg.Output.Dir), cfg.path(cfg.Spec))
+	if err != nil {
+		specRel = cfg.Spec
+	}
+	m := &model{Spec: filepath.ToSlash(specRel), Package: cfg.Output.Package}
+	byRoute := make(map[string]annotation.Operation, len(annotated))
+	for _, a := range annotated {
+		byRoute[a.Method+" "+a.Path] = a
+	}
+	var errs []error
+	for _, d := range defs {
+		if d.IsAlias {
+			continue
+		}
+		op := operation{
+			GoName: d.OperationId,
+			Name:   d.SpecOperationId,
+			Method: strings.ToUpper(d.Method),
+			Path:   d.Path,
+		}
+		if op.Name == "" && d.Spec != nil {
+			op.Name = d.Spec.OperationID
+		}
+		if op.Name == "" {
+			op.Name = op.GoName
+		}
+		a, ok := byRoute[op.Method+" "+op.Path]
+		if ok {
+			delete(byRoute, op.Method+" "+op.Path)
+			if err := annotate(&op, a, d); err != nil {
+				errs = append(errs, err)
+			}
+			m.Idempotent = true
+		}
+		m.Operations = append(m.Operations, op)
+	}
+	for _, a := range byRoute {
+		errs = append(errs, &annotation.Error{Pos: a.Pos, Msg: fmt.Sprintf("x-idempotent on %s %s: oapi-codegen generated no handler for this operation (is it excluded by output-options?)", a.Method, a.Path)})
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return m, nil
+}
+
+func annotate(op *operation, a annotation.Operation, d codegen.OperationDefinition) error {
+	fail := func(pos annotation.Position, format string, args ...any) error {
+		return &annotation.Error{Pos: pos, Msg: fmt.Sprintf("x-idempotent on %s %s: ", op.Method, op.Path) + fmt.Sprintf(format, args...)}
+	}
+	if a.Mode == annotation.ModePhased {
+		return fail(a.Pos, "mode phased is not supported by this version of idemgen; use mode atomic (the default)")
+	}
+	op.Idempotent = true
+	if a.OperationID != "" {
+		op.Name = a.OperationID // oapi-codegen may have normalised its copy
+	}
+	op.Field = lowerFirst(op.GoName) + "Op"
+	op.Answer = lowerFirst(op.GoName) + "Answer"
+	op.KeyOptional = !a.Required
+	op.TTL, op.Lease = durationExpr(a.TTL), durationExpr(a.Lease)
+	op.TTLText = durationText(a.TTL)
+
+	op.PathParams = paramsExpr(d.PathParams, "request.")
+	op.QueryParams = paramsExpr(d.QueryParams, "request.Params.")
+
+	jsonSchema, body, err := requestBody(d)
+	if err != nil {
+		return fail(a.Pos, "%v", err)
+	}
+	op.Body = body
+	if err := replayable(d); err != nil {
+		return fail(a.Pos, "%v", err)
+	}
+	for _, p := range a.FingerprintExclude {
+		if jsonSchema == nil {
+			return fail(p.Pos, "fingerprint.exclude %s: the operation has no JSON request body to exclude from", p.Value)
+		}
+		if err := checkPointer(jsonSchema, p.Value); err != nil {
+			return fail(p.Pos, "fingerprint.exclude %s: %v", p.Value, err)
+		}
+		op.Exclude = append(op.Exclude, p.Value)
+	}
+	return nil
+}
+
+// paramsExpr is an idem.Params literal of the parameters, keyed by their
+// names in the spec, or nil.
+func paramsExpr(params []codegen.ParameterDefinition, prefix string) string {
+	if len(params) == 0 {
+		return "nil"
+	}
+	parts := make([]string, len(params))
+	for i, p := range params {
+		parts[i] = fmt.Sprintf("%q: %s%s", p.ParamName, prefix, p.GoName())
+	}
+	return "idem.Params{" + strings.Join(parts, ", ") + "}"
+}
+
+// requestBody checks that every request body can be fingerprinted and
+// returns the JSON body's schema and the Go expression of the body.
+func requestBody(d codegen.OperationDefinition) (*openapi3.Schema, string, error) {
+	if d.Spec == nil || d.Spec.RequestBody == nil || d.Spec.RequestBody.Value == nil {
+		return nil, "nil", nil
+	}
+	var jsonSchema *openapi3.Schema
+	for _, ct := range sortedKeys(d.Spec.RequestBody.Value.Content) {
+		if why := unreplayable(ct); why != "" {
+			return nil, "", fmt.Errorf("request body %s %s; expected a JSON, form-encoded or text body", ct, why)
+		}
+		if strings.HasPrefix(ct, "multipart/") {
+			return nil, "", fmt.Errorf("request body %s: multipart bodies cannot be fingerprinted by this version of idemgen; expected a JSON, form-encoded or text body", ct)
+		}
+		if mt := d.Spec.RequestBody.Value.Content[ct]; isJSON(ct) && mt.Schema != nil && jsonSchema == nil {
+			jsonSchema = mt.Schema.Value
+		}
+	}
+	switch len(d.Bodies) {
+	case 0:
+		return jsonSchema, "nil", nil
+	case 1:
+		return jsonSchema, "request.Body", nil
+	}
+	parts := make([]string, len(d.Bodies))
+	for i, b := range d.Bodies {
+		parts[i] = fmt.Sprintf("%q: request.%sBody", b.NameTag, b.NameTag)
+	}
+	return jsonSchema, "idem.Params{" + strings.Join(parts, ", ") + "}", nil
+}
+
+// replayable checks that every declared response can be captured and
+// replayed from the store.
+func replayable(d codegen.OperationDefinition) error {
+	if d.Spec == nil || d.Spec.Responses == nil {
+		return nil
+	}
+	for status, r := range d.Spec.Responses.Map() {
+		if r.Value == nil {
+			continue
+		}
+		for _, ct := range sortedKeys(r.Value.Content) {
+			why := unreplayable(ct)
+			if why == "" && strings.HasPrefix(ct, "multipart/") {
+				why = "is a multipart stream"
+			}
+			if s := r.Value.Content[ct].Schema; why == "" && s != nil && s.Value != nil && s.Value.Format == "binary" {
+				why = "is a binary download"
+			}
+			if why != "" {
+				return fmt.Errorf("response %s %s %s and cannot be stored for replay; expected JSON, text or other bounded bodies", status, ct, why)
+			}
+		}
+	}
+	return nil
+}
+
+// unreplayable says why a media type cannot be fingerprinted or replayed,
+// or returns "".
+func unreplayable(ct string) string {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		mt = strings.ToLower(ct)
+	}
+	switch {
+	case mt == "text/event-stream":
+		return "is a server-sent event stream"
+	case mt == "application/x-ndjson", mt == "application/ndjson", mt == "application/jsonl", mt == "application/x-jsonlines", mt == "application/json-seq":
+		return "is a stream of JSON values"
+	case mt == "application/octet-stream", strings.HasPrefix(mt, "image/"), strings.HasPrefix(mt, "audio/"), strings.HasPrefix(mt, "video/"):
+		return "is binary"
+	case strings.Contains(mt, "*"):
+		return "is a wildcard type whose bytes could be anything"
+	}
+	return ""
+}
+
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}
+
+// checkPointer checks that a JSON pointer names something the schema can
+// hold.
+func checkPointer(s *openapi3.Schema, pointer string) error {
+	if pointer == "" || pointer[0] != '/' {
+		return errors.New("a JSON pointer starts with /")
+	}
+	at := ""
+	for _, tok := range strings.Split(pointer[1:], "/") {
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		next, known, open := step(s, tok)
+		if open {
+			return nil // free-form below this point: anything may be there
+		}
+		if next == nil {
+			if len(known) == 0 {
+				return fmt.Errorf("the request body schema has nothing under %q", or(at, "/"))
+			}
+			return fmt.Errorf("the request body schema has no %q under %q; expected one of %s", tok, or(at, "/"), strings.Join(known, ", "))
+		}
+		s = next
+		at += "/" + tok
+	}
+	return nil
+}
+
+// step descends one pointer token into s, looking through allOf, oneOf
+// and anyOf. open is true when s accepts members it does not list.
+func step(s *openapi3.Schema, tok string) (next *openapi3.Schema, known []string, open bool) {
+	for _, c := range flatten(s, nil) {
+		if p, ok := c.Properties[tok]; ok && p.Value != nil {
+			return p.Value, nil, false
+		}
+		known = append(known, sortedKeys(c.Properties)...)
+	}
+	for _, c := range flatten(s, nil) {
+		if c.Items != nil && c.Items.Value != nil {
+			if _, err := strconv.Atoi(tok); err == nil {
+				return c.Items.Value, nil, false
+			}
+		}
+		if ap := c.AdditionalProperties; ap.Schema != nil && ap.Schema.Value != nil {
+			return ap.Schema.Value, nil, false
+		}
+		if ap := c.AdditionalProperties; ap.Has != nil && *ap.Has {
+			return nil, nil, true
+		}
+		if c.Type == nil && len(c.Properties) == 0 && c.Items == nil && len(c.AllOf)+len(c.OneOf)+len(c.AnyOf) == 0 {
+			return nil, nil, true
+		}
+	}
+	slices.Sort(known)
+	return nil, slices.Compact(known), false
+}
+
+func flatten(s *openapi3.Schema, out []*openapi3.Schema) []*openapi3.Schema {
+	if s == nil {
+		return out
+	}
+	out = append(out, s)
+	for _, refs := range []openapi3.SchemaRefs{s.AllOf, s.OneOf, s.AnyOf} {
+		for _, r := range refs {
+			if r != nil {
+				out = flatten(r.Value, out)
+			}
+		}
+	}
+	return out
+}
+
+func durationExpr(d time.Duration) string {
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{time.Hour, "time.Hour"}, {time.Minute, "time.Minute"}, {time.Second, "time.Second"}, {time.Millisecond, "time.Millisecond"}} {
+		if d%u.unit == 0 {
+			if d == u.unit {
+				return u.name
+			}
+			return fmt.Sprintf("%d * %s", d/u.unit, u.name)
+		}
+	}
+	return fmt.Sprintf("time.Duration(%d)", d)
+}
+
+func durationText(d time.Duration) string {
+	const day = 24 * time.Hour
+	if d >= 2*day && d%day == 0 {
+		return fmt.Sprintf("%dd", d/day)
+	}
+	return strings.TrimSuffix(strings.TrimSuffix(d.String(), "0s"), "0m")
+}
+
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,100 @@
+package pgstore_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/pgstore"
+	"github.com/jackc/pgx/v5"
+)
+
+// TestRoundTripBudget counts the statements each outcome sends; with
+// pgx's statement cache warm, each is one round trip. It pins the budget
+// of DESIGN.md: replay, 409 and 422 are one read-only statement; a first
+// execution commits once, with the handler's insert inside.
+func TestRoundTripBudget(t *testing.T) {
+	ctx := context.Background()
+	trace := &statements{}
+	pool := newPool(t, trace)
+	if _, err := pool.Exec(ctx, `CREATE TABLE orders (id serial PRIMARY KEY, key text)`); err != nil {
+		t.Fatal(err)
+	}
+	engine := idem.NewEngine(pgstore.New(pool), idem.Options{})
+	op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Minute}
+	handler := func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+		if _, err := at.Tx().Exec(ctx, `INSERT INTO orders (key) VALUES ($1)`, at.Key()); err != nil {
+			return nil, err
+		}
+		return func(w http.ResponseWriter) error {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(201)
+			_, err := w.Write([]byte(`{"id":1}`))
+			return err
+		}, nil
+	}
+	serve := func(key string, fp string) *idem.Response {
+		t.Helper()
+		r := httptest.NewRequest("POST", "/orders", nil)
+		r.Header.Set(idem.HeaderKey, key)
+		resp, err := engine.Serve(idem.WithRequest(ctx, r), op, []byte(fp), handler)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	// Warm up: the first use of a query on a connection also prepares it.
+	for i := range 3 {
+		serve("warm"+string(rune('a'+i)), "fp")
+		serve("warm"+string(rune('a'+i)), "fp")
+	}
+	trace.take()
+
+	check := func(name string, wantStatus int, want []string, resp *idem.Response) {
+		t.Helper()
+		got := trace.take()
+		if resp.Status != wantStatus {
+			t.Errorf("%s: status %d, want %d", name, resp.Status, wantStatus)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: statements %v, want %v", name, got, want)
+		}
+		commits := 0
+		for _, s := range got {
+			if s == "commit" {
+				commits++
+			}
+		}
+		t.Logf("%-16s %d round trips, %d commits: %v", name, len(got), commits, got)
+	}
+
+	check("first execution", 201, []string{"select", "begin", "with", "insert", "update", "commit"}, serve("k1", "fp"))
+
+	var xmin1, xmax1, xmin2, xmax2 string
+	rowVersion := `SELECT xmin::text, xmax::text FROM idempotency_keys WHERE key = 'k1'`
+	if err := pool.QueryRow(ctx, rowVersion).Scan(&xmin1, &xmax1); err != nil {
+		t.Fatal(err)
+	}
+	trace.take()
+	check("replay", 201, []string{"select"}, serve("k1", "fp"))
+	check("422", 422, []string{"select"}, serve("k1", "other"))
+	if err := pool.QueryRow(ctx, rowVersion).Scan(&xmin2, &xmax2); err != nil {
+		t.Fatal(err)
+	}
+	trace.take()
+	if xmin1 != xmin2 || xmax1 != xmax2 {
+		t.Errorf("replay and 422 touched the row: xmin/xmax %s/%s -> %s/%s", xmin1, xmax1, xmin2, xmax2)
+	}
+
+	held, err := pgstore.New(pool).Claim(ctx, idem.ID{Operation: "createOrder", Key: "k2"}, idem.Claim{Fingerprint: []byte("fp"), TTL: time.Hour, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Abort(ctx)
+	trace.take()
+	check("409", 409, []string{"select"}, serve("k2", "fp"))
+}

@@ -1,0 +1,203 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/pgstore"
+	"github.com/idemgen/idemgen/idem/storetest"
+	"github.com/idemgen/idemgen/internal/pgtest"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// newPool returns a pool on a fresh database with the key store migrated.
+func newPool(t *testing.T, tracer pgx.QueryTracer) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := pgstore.Migrate(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Harness[pgx.Tx] {
+		pool := newPool(t, nil)
+		return storetest.Harness[pgx.Tx]{
+			Store: pgstore.New(pool),
+			Expire: func(t *testing.T, id idem.ID) {
+				_, err := pool.Exec(context.Background(),
+					`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE scope = $1 AND operation = $2 AND key = $3`,
+					id.Scope, id.Operation, id.Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+			},
+		}
+	})
+}
+
+func TestMigrateTwice(t *testing.T) {
+	pool := newPool(t, nil)
+	if err := pgstore.Migrate(context.Background(), pool); err != nil {
+		t.Fatalf("second Migrate: %v", err)
+	}
+}
+
+var claim = idem.Claim{Fingerprint: []byte("fp"), TTL: time.Hour, Lease: time.Minute}
+
+// The handler's writes commit with the response and roll back with an abort.
+func TestAttemptWritesAreAtomicWithResponse(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, nil)
+	if _, err := pool.Exec(ctx, `CREATE TABLE orders (id text PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	s := pgstore.New(pool)
+	id := idem.ID{Scope: "a", Operation: "createOrder", Key: "k"}
+
+	txn, err := s.Claim(ctx, id, claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.Tx().Exec(ctx, `INSERT INTO orders VALUES ('aborted')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	txn, err = s.Claim(ctx, id, claim)
+	if err != nil {
+		t.Fatalf("claim after abort: %v", err)
+	}
+	if _, err := txn.Tx().Exec(ctx, `INSERT INTO orders VALUES ('kept')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.Complete(ctx, &idem.Response{Status: 201, Body: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	rows, _ := pool.Query(ctx, `SELECT id FROM orders`)
+	ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 1 || ids[0] != "kept" {
+		t.Fatalf("orders = %v, want only [kept]", ids)
+	}
+}
+
+func TestHandlerCannotEndTheAttempt(t *testing.T) {
+	ctx := context.Background()
+	s := pgstore.New(newPool(t, nil))
+	txn, err := s.Claim(ctx, idem.ID{Key: "k"}, claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txn.Abort(ctx)
+	if err := txn.Tx().Commit(ctx); !errors.Is(err, pgstore.ErrOwnedTx) {
+		t.Errorf("Commit = %v, want ErrOwnedTx", err)
+	}
+	if err := txn.Tx().Rollback(ctx); !errors.Is(err, pgstore.ErrOwnedTx) {
+		t.Errorf("Rollback = %v, want ErrOwnedTx", err)
+	}
+	// Savepoints still work inside the attempt.
+	sp, err := txn.Tx().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Commit(ctx); err != nil {
+		t.Fatalf("release savepoint: %v", err)
+	}
+}
+
+// A duplicate's lookup sees an uncommitted claim as busy without waiting
+// for the claiming transaction. If it waited, it would hang until the
+// context's deadline and fail with an error instead of answering.
+func TestLookupDoesNotWaitForClaim(t *testing.T) {
+	ctx := context.Background()
+	s := pgstore.New(newPool(t, nil))
+	id := idem.ID{Scope: "a", Operation: "op", Key: "k"}
+	txn, err := s.Claim(ctx, id, claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txn.Abort(ctx)
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	rec, err := s.Lookup(lctx, id)
+	if err != nil || rec.State != idem.Busy {
+		t.Fatalf("Lookup during claim = %+v, %v; want busy", rec, err)
+	}
+	if _, err := s.Claim(lctx, id, claim); !errors.Is(err, idem.ErrContended) {
+		t.Fatalf("second Claim = %v, want ErrContended", err)
+	}
+}
+
+// A store whose database is gone fails every call with an error; the
+// engine turns that into 503.
+func TestStoreDown(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	s := pgstore.New(pool)
+	if _, err := s.Lookup(ctx, idem.ID{Key: "k"}); err == nil || !strings.Contains(err.Error(), "pgstore: lookup") {
+		t.Errorf("Lookup on a dead server = %v, want a wrapped error", err)
+	}
+	if _, err := s.Claim(ctx, idem.ID{Key: "k"}, claim); err == nil {
+		t.Error("Claim on a dead server succeeded")
+	}
+}
+
+// statements counts the statements a store sends, by their first word.
+type statements struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen = append(s.seen, firstWord(d.SQL))
+	return ctx
+}
+
+func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (s *statements) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.seen
+	s.seen = nil
+	return out
+}
+
+// firstWord is a statement's verb, past sqlc's "-- name:" comment lines.
+func firstWord(sql string) string {
+	for _, line := range strings.Split(sql, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "--") {
+			return strings.ToLower(f[0])
+		}
+	}
+	return ""
+}
