@@ -181,4 +181,3 @@ type ownedTx struct{ pgx.Tx }
 
 func (ownedTx) Commit(context.Context) error   { return ErrOwnedTx }
 func (ownedTx) Rollback(context.Context) error { return ErrOwnedTx }
-
