@@ -1,0 +1,233 @@
+package main_test
+
+// These tests run the orders-api binary as a separate process and drive it
+// over HTTP, as a client would; the crash test kills it mid-request.
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/internal/pgtest"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// build compiles the server once per test into the test's temp dir.
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "orders-api")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	url  string
+	mu   sync.Mutex
+	logs strings.Builder
+}
+
+var listening = regexp.MustCompile(`msg="orders-api: listening" url=(\S+)`)
+
+// start runs the server on a free port against dbURL and waits for it to
+// say where it listens.
+func start(t *testing.T, bin, dbURL string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)}
+	p.cmd.Env = append(p.cmd.Environ(), "DATABASE_URL="+dbURL)
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
+		if t.Failed() {
+			t.Logf("server log:\n%s", p.log())
+		}
+	})
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.logs.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+		close(found)
+	}()
+	url, ok := <-found
+	if !ok {
+		p.cmd.Wait()
+		t.Fatalf("server exited before listening:\n%s", p.log())
+	}
+	p.url = url
+	return p
+}
+
+func (p *proc) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.String()
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func post(url, key, body string) (reply, error) {
+	req, err := http.NewRequest("POST", url+"/orders", strings.NewReader(body))
+	if err != nil {
+		return reply{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Account-Id", "acct_1")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return reply{resp.StatusCode, resp.Header, string(b)}, err
+}
+
+func mustPost(t *testing.T, url, key, body string) reply {
+	t.Helper()
+	r, err := post(url, key, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+const order = `{"amount_cents": 1250, "currency": "EUR", "customer_id": "cus_1"}`
+
+func count(t *testing.T, pool *pgxpool.Pool, query string) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), query).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestServerOverHTTP(t *testing.T) {
+	bin := build(t)
+	p := start(t, bin, pgtest.NewDatabase(t))
+
+	first := mustPost(t, p.url, "k1", order)
+	if first.status != 201 {
+		t.Fatalf("first: %d %s", first.status, first.body)
+	}
+	replay := mustPost(t, p.url, "k1", order)
+	if replay.status != 201 || replay.body != first.body || replay.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay: %d %v %s", replay.status, replay.header, replay.body)
+	}
+	if r := mustPost(t, p.url, "k1", `{"amount_cents": 1, "currency": "EUR", "customer_id": "cus_1"}`); r.status != 422 {
+		t.Fatalf("reused key: %d %s", r.status, r.body)
+	}
+	if r := mustPost(t, p.url, "", order); r.status != 400 {
+		t.Fatalf("no key: %d %s", r.status, r.body)
+	}
+	req, _ := http.NewRequest("GET", p.url+"/orders?customer_id=cus_1", nil)
+	req.Header.Set("X-Account-Id", "acct_1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || strings.Count(string(b), `"id"`) != 1 {
+		t.Fatalf("list: %d %s", resp.StatusCode, b)
+	}
+
+	// SIGTERM stops it cleanly.
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.log())
+	}
+}
+
+// The server dies while createOrder runs, its order inserted but not
+// committed. The claim dies with its transaction: a retry on a new server
+// runs once, and the result replays byte for byte.
+func TestCrashMidHandlerRunsOnceOnRetry(t *testing.T) {
+	bin := build(t)
+	dbURL := pgtest.NewDatabase(t)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	p1 := start(t, bin, dbURL, "-work-delay", "1h")
+	go post(p1.url, "k1", order) // answered by the crash, not by the server
+
+	// Wait until the attempt holds its claim: the advisory lock of the
+	// key is granted to the server's transaction.
+	deadline := time.Now().Add(30 * time.Second)
+	for count(t, pool, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted`) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first attempt never claimed its key:\n%s", p1.log())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := mustPost(t, p1.url, "k1", order); r.status != 409 {
+		t.Fatalf("duplicate while the first runs: %d %s", r.status, r.body)
+	}
+
+	if err := p1.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	p1.cmd.Wait()
+
+	p2 := start(t, bin, dbURL)
+	var r reply
+	for {
+		// Until PostgreSQL has noticed the dead connection and rolled it
+		// back, the key is still held: the client retries on 409 as told.
+		r = mustPost(t, p2.url, "k1", order)
+		if r.status != 409 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r.status != 201 || r.header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("retry after the crash: %d %v %s", r.status, r.header, r.body)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM orders`); n != 1 {
+		t.Fatalf("%d orders after crash and retry, want 1", n)
+	}
+	for range 2 {
+		again := mustPost(t, p2.url, "k1", order)
+		if again.status != 201 || again.body != r.body || again.header.Get("Location") != r.header.Get("Location") {
+			t.Fatalf("replay differs: %d %s, want %s", again.status, again.body, r.body)
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/memstore"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func serve(t *testing.T, e *idem.Engine[memstore.NoTx], op *idem.Operation, hdr http.Header, h idem.Handler[memstore.NoTx]) (*idem.Response, error) {
+	t.Helper()
+	r := httptest.NewRequest("POST", "/things", nil)
+	r.Header = hdr
+	return e.Serve(idem.WithRequest(context.Background(), r), op, []byte("fp"), h)
+}
+
+func created(calls *int) idem.Handler[memstore.NoTx] {
+	return func(ctx context.Context, at *idem.Attempt[memstore.NoTx]) (idem.Writer, error) {
+		*calls++
+		return func(w http.ResponseWriter) error {
+			w.WriteHeader(http.StatusCreated)
+			return nil
+		}, nil
+	}
+}
+
+func TestOptionalKeyRunsWithoutIdempotency(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	e := idem.NewEngine(store, idem.Options{Logger: quiet})
+	op := &idem.Operation{Name: "op", KeyOptional: true, TTL: time.Hour, Lease: time.Minute}
+	calls := 0
+	for range 2 {
+		resp, err := serve(t, e, op, http.Header{}, created(&calls))
+		if err != nil || resp.Status != 201 || resp.Replayed {
+			t.Fatalf("keyless request: %+v, %v", resp, err)
+		}
+	}
+	if calls != 2 || store.Len() != 0 {
+		t.Fatalf("calls = %d, stored keys = %d; want 2 runs and nothing stored", calls, store.Len())
+	}
+}
+
+func TestScopeErrors(t *testing.T) {
+	op := &idem.Operation{Name: "op", TTL: time.Hour, Lease: time.Minute}
+	hdr := http.Header{idem.HeaderKey: {"k"}}
+	calls := 0
+
+	e := idem.NewEngine(memstore.New(memstore.Options{}), idem.Options{Logger: quiet,
+		Scope: func(*http.Request) (string, error) { return "", errors.New("no account header") }})
+	resp, _ := serve(t, e, op, hdr, created(&calls))
+	if resp.Status != 400 || resp.Header.Get("Content-Type") != idem.ContentTypeProblem {
+		t.Fatalf("scope error: %d %s", resp.Status, resp.Body)
+	}
+
+	e = idem.NewEngine(memstore.New(memstore.Options{}), idem.Options{Logger: quiet,
+		Scope: func(*http.Request) (string, error) {
+			return "", &idem.Problem{Type: "https://example.com/unauthenticated", Title: "Unauthenticated", Status: 401, Detail: "log in"}
+		}})
+	resp, _ = serve(t, e, op, hdr, created(&calls))
+	if resp.Status != 401 {
+		t.Fatalf("scope problem: %d %s", resp.Status, resp.Body)
+	}
+	if calls != 0 {
+		t.Fatalf("handler ran %d times without a scope", calls)
+	}
+}
+
+func TestNoResponseIsAnError(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	e := idem.NewEngine(store, idem.Options{Logger: quiet})
+	op := &idem.Operation{Name: "op", TTL: time.Hour, Lease: time.Minute}
+	_, err := serve(t, e, op, http.Header{idem.HeaderKey: {"k"}}, func(context.Context, *idem.Attempt[memstore.NoTx]) (idem.Writer, error) {
+		return nil, nil
+	})
+	if err == nil || store.Len() != 0 {
+		t.Fatalf("nil response: err %v, %d keys stored; want an error and the key released", err, store.Len())
+	}
+}
+
+func TestPanicIsReturnedAndReleases(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	e := idem.NewEngine(store, idem.Options{Logger: quiet})
+	op := &idem.Operation{Name: "op", TTL: time.Hour, Lease: time.Minute}
+	_, err := serve(t, e, op, http.Header{idem.HeaderKey: {"k"}}, func(context.Context, *idem.Attempt[memstore.NoTx]) (idem.Writer, error) {
+		panic("boom")
+	})
+	var pe *idem.PanicError
+	if !errors.As(err, &pe) || pe.Value != "boom" || len(pe.Stack) == 0 {
+		t.Fatalf("err = %v, want a PanicError with a stack", err)
+	}
+	if store.Len() != 0 {
+		t.Fatal("the panicking attempt kept its key")
+	}
+}
+
+func TestServeWithoutRequestInContext(t *testing.T) {
+	e := idem.NewEngine(memstore.New(memstore.Options{}), idem.Options{})
+	calls := 0
+	_, err := e.Serve(context.Background(), &idem.Operation{Name: "op"}, nil, created(&calls))
+	if err == nil || calls != 0 {
+		t.Fatalf("Serve without a request: %v, %d calls", err, calls)
+	}
+}
