@@ -1,0 +1,133 @@
+// Package annotation reads idemgen's idempotency annotations from an
+// OpenAPI 3 document and validates them, keeping the line and column of
+// every value so that each problem points at the text the user must fix.
+//
+// The annotations are:
+//
+//	x-idempotency:              # document root, optional: defaults for every annotated operation
+//	  ttl: 24h                  # how long a stored response is kept (default 24h)
+//	  lease: 1m                 # how long an attempt holds the key (default 1m)
+//	  required: true            # is the Idempotency-Key header required (default true)
+//	paths:
+//	  /orders:
+//	    post:
+//	      x-idempotent: true    # or false (not annotated), or a mapping as below
+//	      x-idempotency-ttl: 24h
+//	  /payments:
+//	    post:
+//	      x-idempotent:
+//	        required: false
+//	        ttl: 7d
+//	        lease: 30s
+//	        mode: phased        # atomic (default) or phased
+//	        recovery-points: [payment_created, charge_created]
+//	        fingerprint:
+//	          exclude: [/metadata/trace_id, /note]
+//
+// The document is walked as a yaml.v3 node tree instead of being loaded by
+// an OpenAPI library, because only the node tree keeps positions; the rest
+// of the spec is checked elsewhere. yaml.v3 reads JSON too, since JSON is
+// nearly a subset of YAML. The few valid JSON documents yaml.v3 rejects (a
+// "\/" escape, a key longer than 1024 characters, a key and its colon on
+// different lines) are rebuilt from encoding/json tokens with the same
+// positions.
+//
+// Only the operations of path items directly under paths are read.
+// A path item that is a $ref is skipped: resolving references, possibly to
+// other files, is the spec loader's job, so annotations inside a referenced
+// path item are not seen here. Webhooks and callbacks are skipped as well:
+// they describe requests the API sends, which idemgen does not guard.
+//
+// YAML anchors, aliases and merge keys (<<) are followed, so an annotation
+// shared through an anchor reads as if it were written out in each place.
+package annotation
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Modes of an annotated operation.
+const (
+	// ModeAtomic runs the handler as one unit: a retry after a crash
+	// starts it again from the beginning.
+	ModeAtomic = "atomic"
+	// ModePhased lets the handler record recovery points, so a retry
+	// after a crash resumes from the last one reached.
+	ModePhased = "phased"
+)
+
+// Built-in defaults, used when neither the operation nor x-idempotency
+// sets a value.
+const (
+	DefaultTTL   = 24 * time.Hour
+	DefaultLease = time.Minute
+)
+
+// Position is a place in a spec file. Line and Column start at 1; Column
+// counts characters, not bytes.
+type Position struct {
+	File         string
+	Line, Column int
+}
+
+// String returns "file:line:col", the form editors and terminals link.
+func (p Position) String() string {
+	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Column)
+}
+
+// Operation is one annotated operation.
+type Operation struct {
+	Path               string // as written in the spec, e.g. "/orders/{id}"
+	Method             string // upper case, e.g. "POST"
+	OperationID        string // raw operationId from the spec, "" when absent
+	Required           bool   // whether the Idempotency-Key header is required
+	TTL, Lease         time.Duration
+	Mode               string   // ModeAtomic or ModePhased
+	RecoveryPoints     []string // as written; see GoName for the Go names
+	FingerprintExclude []Pointer
+	Pos                Position // position of the x-idempotent key
+}
+
+// Pointer is a JSON pointer (RFC 6901) and where it is written.
+type Pointer struct {
+	Value string
+	Pos   Position
+}
+
+// Error is one problem in a spec, at a position. Msg says what is wrong
+// and what was expected.
+type Error struct {
+	Pos Position
+	Msg string
+}
+
+func (e *Error) Error() string { return e.Pos.String() + ": " + e.Msg }
+
+// Read reads the annotated operations of the OpenAPI document src, YAML or
+// JSON; file is used only in positions. Operations are sorted by Path,
+// then Method.
+//
+// When anything is wrong, Read returns no operations and an error made by
+// errors.Join of every *Error found, sorted by line and column, so that a
+// user sees all problems at once. A document without annotations yields
+// neither operations nor an error.
+func Read(file string, src []byte) ([]Operation, error) {
+	root, perr := parse(file, src)
+	if perr != nil {
+		return nil, errors.Join(perr)
+	}
+	r := newReader(file)
+	ops := r.document(root)
+	if err := r.err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(ops, func(a, b Operation) int {
+		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(a.Method, b.Method))
+	})
+	return ops, nil
+}

@@ -1,0 +1,359 @@
+package annotation
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+)
+
+// level says how specific a setting is; when a ttl and a lease conflict,
+// the more specific one is blamed, since it is the one written for this
+// case.
+type level int
+
+const (
+	levelBuiltin level = iota
+	levelDocument
+	levelOperation
+)
+
+// duration is a ttl or a lease together with where it came from.
+type duration struct {
+	value time.Duration
+	text  string     // as written, e.g. "7d"
+	field string     // e.g. "x-idempotent.ttl"; "" for a built-in default
+	node  *yaml.Node // the value node; nil for a built-in default
+	level level
+}
+
+// source names where d came from, for messages about another setting.
+func (d duration) source() string {
+	if d.field == "" {
+		return "the default"
+	}
+	return d.field
+}
+
+// defaults are the x-idempotency settings, over the built-in ones.
+type defaults struct {
+	required   bool
+	ttl, lease duration
+}
+
+// settings are what an operation's x-idempotent mapping sets. Pointers
+// are nil for keys that are absent or whose value is invalid; the nodes
+// noted below are kept even for invalid values, for the checks that
+// relate one key to another.
+type settings struct {
+	required   *bool
+	ttlKey     *yaml.Node // the ttl key, even when its value is invalid
+	ttl, lease *duration
+	mode       string     // "" when absent or invalid
+	modeNode   *yaml.Node // the mode value, even when invalid
+	points     []string
+	pointsNode *yaml.Node // the recovery-points value, even when invalid
+	exclude    []Pointer
+}
+
+func (r *reader) defaults(f *entry) defaults {
+	d := defaults{
+		required: true,
+		ttl:      duration{value: DefaultTTL, text: "24h"},
+		lease:    duration{value: DefaultLease, text: "1m"},
+	}
+	if f == nil {
+		return d
+	}
+	const field = "x-idempotency"
+	if f.value.Kind != yaml.MappingNode {
+		r.errorf(f.value, "%s: %s; expected a mapping with keys ttl, lease, required", field, describe(f.value))
+		return d
+	}
+	for _, g := range r.unique(r.fields(f.value), field, all) {
+		switch g.key.Value {
+		case "ttl":
+			if t := r.duration(field+".ttl", g.value, levelDocument); t != nil {
+				d.ttl = *t
+			}
+		case "lease":
+			if t := r.duration(field+".lease", g.value, levelDocument); t != nil {
+				d.lease = *t
+			}
+		case "required":
+			if b := r.boolean(field+".required", g.value); b != nil {
+				d.required = *b
+			}
+		default:
+			r.errorf(g.key, "%s: unknown key %s; expected one of ttl, lease, required", field, quote(g.key.Value))
+		}
+	}
+	r.checkLease(d.ttl, d.lease)
+	return d
+}
+
+// annotation reads the x-idempotent value. A value of the wrong type still
+// counts as annotated, so that it is not also reported as missing by the
+// checks that need it.
+func (r *reader) annotation(f *entry) (s settings, annotated bool) {
+	if f == nil {
+		return settings{}, false
+	}
+	if f.value.Kind == yaml.MappingNode {
+		return r.settings(f.value), true
+	}
+	if b, ok := boolValue(f.value); ok {
+		return settings{}, b
+	}
+	r.errorf(f.value, "x-idempotent: %s; expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, fingerprint", describe(f.value))
+	return settings{}, true
+}
+
+func (r *reader) settings(m *yaml.Node) settings {
+	const field = "x-idempotent"
+	var s settings
+	for _, f := range r.unique(r.fields(m), field, all) {
+		switch f.key.Value {
+		case "required":
+			s.required = r.boolean(field+".required", f.value)
+		case "ttl":
+			s.ttlKey = f.key
+			s.ttl = r.duration(field+".ttl", f.value, levelOperation)
+		case "lease":
+			s.lease = r.duration(field+".lease", f.value, levelOperation)
+		case "mode":
+			s.modeNode = f.value
+			s.mode = r.mode(f.value)
+		case "recovery-points":
+			s.pointsNode = f.value
+			s.points = r.recoveryPoints(f.value)
+		case "fingerprint":
+			s.exclude = r.fingerprint(f.value)
+		default:
+			r.errorf(f.key, "%s: unknown key %s; expected one of required, ttl, lease, mode, recovery-points, fingerprint", field, quote(f.key.Value))
+		}
+	}
+	return s
+}
+
+func (r *reader) boolean(field string, v *yaml.Node) *bool {
+	b, ok := boolValue(v)
+	if !ok {
+		r.errorf(v, "%s: %s; expected true or false", field, describe(v))
+		return nil
+	}
+	return &b
+}
+
+// boolValue accepts only YAML's true and false (in any case yaml.v3
+// resolves as a bool), not strings such as "yes".
+func boolValue(v *yaml.Node) (value, ok bool) {
+	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
+		return false, false
+	}
+	switch strings.ToLower(v.Value) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return false, false
+}
+
+func isString(v *yaml.Node) bool {
+	return v.Kind == yaml.ScalarNode && v.ShortTag() == "!!str"
+}
+
+func (r *reader) duration(field string, v *yaml.Node, lvl level) *duration {
+	const expected = "expected a Go duration such as 90s, 15m or 24h, or days such as 7d"
+	if !isString(v) {
+		r.errorf(v, "%s: %s; %s", field, describe(v), expected)
+		return nil
+	}
+	d, problem := parseDuration(v.Value)
+	switch {
+	case problem == durationTooLong:
+		r.errorf(v, "%s: %s is too long; expected at most %dd", field, quote(v.Value), maxDays)
+	case problem != durationOK:
+		r.errorf(v, "%s: %s is not a duration; %s", field, quote(v.Value), expected)
+	case d <= 0:
+		r.errorf(v, "%s: %s is not positive; expected a duration greater than zero, such as 90s", field, quote(v.Value))
+	default:
+		return &duration{value: d, text: v.Value, field: field, node: v, level: lvl}
+	}
+	return nil
+}
+
+// checkLease reports a lease longer than the ttl: the stored record would
+// expire while the attempt holding it still runs, letting a retry execute
+// the request a second time. The more specific setting is blamed.
+func (r *reader) checkLease(ttl, lease duration) {
+	if lease.value <= ttl.value {
+		return
+	}
+	if lease.level >= ttl.level {
+		r.errorf(lease.node, "%s: %s is longer than the ttl %s (%s); expected a lease no longer than the ttl", lease.field, lease.text, ttl.text, ttl.source())
+		return
+	}
+	r.errorf(ttl.node, "%s: %s is shorter than the lease %s (%s); expected a ttl at least as long as the lease", ttl.field, ttl.text, lease.text, lease.source())
+}
+
+func (r *reader) mode(v *yaml.Node) string {
+	const expected = "expected atomic or phased"
+	if !isString(v) {
+		r.errorf(v, "x-idempotent.mode: %s; %s", describe(v), expected)
+		return ""
+	}
+	if v.Value != ModeAtomic && v.Value != ModePhased {
+		r.errorf(v, "x-idempotent.mode: %s is not a mode; %s", quote(v.Value), expected)
+		return ""
+	}
+	return v.Value
+}
+
+// checkRecoveryPoints enforces that recovery points come with the phased
+// mode and only with it: an atomic handler has no phases to resume.
+func (r *reader) checkRecoveryPoints(s settings) {
+	const field = "x-idempotent.recovery-points"
+	phased := s.mode == ModePhased
+	switch {
+	case s.modeNode != nil && s.mode == "":
+		// an invalid mode, already reported: which rule applies is unknown
+	case phased && s.pointsNode == nil:
+		r.errorf(s.modeNode, "x-idempotent.mode: phased needs recovery-points; expected a recovery-points list naming the steps, such as [payment_created, charge_created]")
+	case phased && s.pointsNode.Kind == yaml.SequenceNode && len(s.pointsNode.Content) == 0:
+		r.errorf(s.pointsNode, "%s: the list is empty; expected at least one recovery point when mode is phased", field)
+	case !phased && s.pointsNode != nil:
+		r.errorf(s.pointsNode, "%s: only allowed when mode is phased; expected mode: phased beside it, or no recovery-points", field)
+	}
+}
+
+func (r *reader) recoveryPoints(v *yaml.Node) []string {
+	const field = "x-idempotent.recovery-points"
+	if v.Kind != yaml.SequenceNode {
+		r.errorf(v, "%s: %s; expected a list of names such as [payment_created, charge_created]", field, describe(v))
+		return nil
+	}
+	byGoName := make(map[string]*yaml.Node, len(v.Content))
+	var names []string
+	for i, item := range v.Content {
+		item = resolve(item)
+		at := fmt.Sprintf("%s[%d]", field, i)
+		if !isString(item) {
+			r.errorf(item, "%s: %s; expected a name such as payment_created", at, describe(item))
+			continue
+		}
+		name := item.Value
+		if !validRecoveryPoint(name) {
+			r.errorf(item, "%s: %s is not a valid recovery point; expected a name that starts with a letter and has only letters, digits, _ or -, such as payment_created", at, quote(name))
+			continue
+		}
+		goName := GoName(name)
+		if first, dup := byGoName[goName]; dup {
+			r.duplicatePoint(at, item, first, goName)
+			continue
+		}
+		byGoName[goName] = item
+		names = append(names, name)
+	}
+	return names
+}
+
+// duplicatePoint reports a recovery point whose Go name is taken: two
+// points with one name could not be told apart in the generated code.
+func (r *reader) duplicatePoint(at string, item, first *yaml.Node, goName string) {
+	if item.Value == first.Value {
+		r.errorf(item, "%s: %s is listed twice (first at line %d); expected each recovery point once", at, quote(item.Value), first.Line)
+		return
+	}
+	r.errorf(item, "%s: %s and %s (line %d) both become the Go name %s; expected names that differ in CamelCase", at, quote(item.Value), quote(first.Value), first.Line, goName)
+}
+
+func (r *reader) fingerprint(v *yaml.Node) []Pointer {
+	const field = "x-idempotent.fingerprint"
+	if v.Kind != yaml.MappingNode {
+		r.errorf(v, "%s: %s; expected a mapping with key exclude", field, describe(v))
+		return nil
+	}
+	var exclude []Pointer
+	for _, f := range r.unique(r.fields(v), field, all) {
+		if f.key.Value != "exclude" {
+			r.errorf(f.key, "%s: unknown key %s; expected exclude", field, quote(f.key.Value))
+			continue
+		}
+		exclude = r.pointers(field+".exclude", f.value)
+	}
+	return exclude
+}
+
+func (r *reader) pointers(field string, v *yaml.Node) []Pointer {
+	const example = "/metadata/trace_id"
+	if v.Kind != yaml.SequenceNode {
+		r.errorf(v, "%s: %s; expected a list of JSON pointers such as [%s]", field, describe(v), example)
+		return nil
+	}
+	var out []Pointer
+	for i, item := range v.Content {
+		item = resolve(item)
+		at := fmt.Sprintf("%s[%d]", field, i)
+		if !isString(item) {
+			r.errorf(item, "%s: %s; expected a JSON pointer such as %s", at, describe(item), example)
+			continue
+		}
+		if problem := pointerProblem(item.Value); problem != "" {
+			r.errorf(item, "%s: %s is not a JSON pointer (%s); expected a pointer such as %s", at, quote(item.Value), problem, example)
+			continue
+		}
+		out = append(out, Pointer{Value: item.Value, Pos: r.pos(item)})
+	}
+	return out
+}
+
+// describe says what a node of the wrong type is, for messages of the
+// form "field: <describe>; expected ...".
+func describe(v *yaml.Node) string {
+	switch v.Kind {
+	case yaml.MappingNode:
+		return "the value is a mapping"
+	case yaml.SequenceNode:
+		return "the value is a list"
+	case yaml.ScalarNode:
+		return describeScalar(v)
+	}
+	return "the value is an unresolved alias"
+}
+
+func describeScalar(v *yaml.Node) string {
+	switch tag := v.ShortTag(); tag {
+	case "!!str":
+		return quote(v.Value) + " is a string"
+	case "!!int", "!!float":
+		return truncate(v.Value) + " is a number"
+	case "!!bool":
+		return truncate(v.Value) + " is a bool"
+	case "!!null":
+		if v.Value == "" {
+			return "the value is empty"
+		}
+		return "the value is null"
+	default:
+		return fmt.Sprintf("%s has tag %s", quote(v.Value), tag)
+	}
+}
+
+// maxQuoted bounds how much of a value a message repeats, so that a stray
+// multi-kilobyte string does not drown the message.
+const maxQuoted = 64
+
+func quote(s string) string {
+	return fmt.Sprintf("%q", truncate(s))
+}
+
+func truncate(s string) string {
+	if utf8.RuneCountInString(s) > maxQuoted {
+		return string([]rune(s)[:maxQuoted]) + "..."
+	}
+	return s
+}
