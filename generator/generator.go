@@ -55,7 +55,7 @@ func Generate(cfg *Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkNames(oapiSrc, m); err != nil {
+	if err := checkNames(specPath, oapiSrc, m); err != nil {
 		return nil, err
 	}
 	layer, err := renderGo("idempotency.go.tmpl", m)

@@ -51,6 +51,7 @@ func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.Op
 	for _, a := range annotated {
 		byRoute[a.Method+" "+a.Path] = a
 	}
+	matched := make(map[string]bool, len(annotated))
 	var errs []error
 	for _, d := range defs {
 		if d.IsAlias {
@@ -70,7 +71,7 @@ func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.Op
 		}
 		a, ok := byRoute[op.Method+" "+op.Path]
 		if ok {
-			delete(byRoute, op.Method+" "+op.Path)
+			matched[op.Method+" "+op.Path] = true
 			if err := annotate(&op, a, d); err != nil {
 				errs = append(errs, err)
 			}
@@ -78,7 +79,10 @@ func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.Op
 		}
 		m.Operations = append(m.Operations, op)
 	}
-	for _, a := range byRoute {
+	for _, a := range annotated { // in the spec's order, unlike byRoute
+		if matched[a.Method+" "+a.Path] {
+			continue
+		}
 		errs = append(errs, &annotation.Error{Pos: a.Pos, Msg: fmt.Sprintf("x-idempotent on %s %s: oapi-codegen generated no handler for this operation (is it excluded by output-options?)", a.Method, a.Path)})
 	}
 	if len(errs) > 0 {
@@ -107,7 +111,7 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	op.PathParams = paramsExpr(d.PathParams, "request.")
 	op.QueryParams = paramsExpr(d.QueryParams, "request.Params.")
 
-	jsonSchema, body, err := requestBody(d)
+	jsonSchema, body, tags, err := requestBody(d)
 	if err != nil {
 		return fail(a.Pos, "%v", err)
 	}
@@ -122,7 +126,15 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 		if err := checkPointer(jsonSchema, p.Value); err != nil {
 			return fail(p.Pos, "fingerprint.exclude %s: %v", p.Value, err)
 		}
-		op.Exclude = append(op.Exclude, p.Value)
+		if len(tags) == 0 {
+			op.Exclude = append(op.Exclude, p.Value)
+			continue
+		}
+		// With several media types the fingerprinted body is an
+		// idem.Params of the bodies by tag: the pointer applies under each.
+		for _, tag := range tags {
+			op.Exclude = append(op.Exclude, "/"+tag+p.Value)
+		}
 	}
 	return nil
 }
@@ -141,34 +153,44 @@ func paramsExpr(params []codegen.ParameterDefinition, prefix string) string {
 }
 
 // requestBody checks that every request body can be fingerprinted and
-// returns the JSON body's schema and the Go expression of the body.
-func requestBody(d codegen.OperationDefinition) (*openapi3.Schema, string, error) {
+// returns the JSON body's schema and the Go expression of the body. When
+// the operation has several request media types, the expression is an
+// idem.Params of the bodies and tags lists its keys.
+func requestBody(d codegen.OperationDefinition) (jsonSchema *openapi3.Schema, expr string, tags []string, err error) {
 	if d.Spec == nil || d.Spec.RequestBody == nil || d.Spec.RequestBody.Value == nil {
-		return nil, "nil", nil
+		return nil, "nil", nil, nil
 	}
-	var jsonSchema *openapi3.Schema
 	for _, ct := range sortedKeys(d.Spec.RequestBody.Value.Content) {
 		if why := unreplayable(ct); why != "" {
-			return nil, "", fmt.Errorf("request body %s %s; expected a JSON, form-encoded or text body", ct, why)
+			return nil, "", nil, fmt.Errorf("request body %s %s; expected a JSON, form-encoded or text body", ct, why)
 		}
 		if strings.HasPrefix(ct, "multipart/") {
-			return nil, "", fmt.Errorf("request body %s: multipart bodies cannot be fingerprinted by this version of idemgen; expected a JSON, form-encoded or text body", ct)
+			return nil, "", nil, fmt.Errorf("request body %s: multipart bodies cannot be fingerprinted by this version of idemgen; expected a JSON, form-encoded or text body", ct)
 		}
 		if mt := d.Spec.RequestBody.Value.Content[ct]; isJSON(ct) && mt.Schema != nil && jsonSchema == nil {
 			jsonSchema = mt.Schema.Value
 		}
 	}
+	for _, b := range d.Bodies {
+		// oapi-codegen hands bodies of media types it does not decode
+		// (application/xml, text/plain with parameters, ...) to the handler
+		// as an io.Reader, which has nothing to fingerprint.
+		if b.NameTag == "" {
+			return nil, "", nil, fmt.Errorf("request body %s reaches the handler undecoded, as an io.Reader, and cannot be fingerprinted; expected a JSON, form-encoded or text/plain body", b.ContentType)
+		}
+	}
 	switch len(d.Bodies) {
 	case 0:
-		return jsonSchema, "nil", nil
+		return jsonSchema, "nil", nil, nil
 	case 1:
-		return jsonSchema, "request.Body", nil
+		return jsonSchema, "request.Body", nil, nil
 	}
 	parts := make([]string, len(d.Bodies))
 	for i, b := range d.Bodies {
 		parts[i] = fmt.Sprintf("%q: request.%sBody", b.NameTag, b.NameTag)
+		tags = append(tags, b.NameTag)
 	}
-	return jsonSchema, "idem.Params{" + strings.Join(parts, ", ") + "}", nil
+	return jsonSchema, "idem.Params{" + strings.Join(parts, ", ") + "}", tags, nil
 }
 
 // replayable checks that every declared response can be captured and
@@ -177,8 +199,10 @@ func replayable(d codegen.OperationDefinition) error {
 	if d.Spec == nil || d.Spec.Responses == nil {
 		return nil
 	}
-	for status, r := range d.Spec.Responses.Map() {
-		if r.Value == nil {
+	responses := d.Spec.Responses.Map()
+	for _, status := range sortedKeys(responses) {
+		r := responses[status]
+		if r == nil || r.Value == nil {
 			continue
 		}
 		for _, ct := range sortedKeys(r.Value.Content) {
@@ -314,7 +338,16 @@ func durationText(d time.Duration) string {
 	if d >= 2*day && d%day == 0 {
 		return fmt.Sprintf("%dd", d/day)
 	}
-	return strings.TrimSuffix(strings.TrimSuffix(d.String(), "0s"), "0m")
+	// Drop time.Duration's zero tails: 24h0m0s is 24h, 1h30m0s is 1h30m.
+	// A bare "0s" suffix is not one of them: 10s and 20m0s keep their 0.
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func lowerFirst(s string) string {

@@ -1,19 +1,22 @@
 package generator
 
 import (
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"go/types"
 )
 
 // checkNames refuses output that would not compile because of names:
 // oapi-codegen can declare one name twice for some specs (an enum constant
-// and a type, a schema and a strict-server type), and can put methods on
-// an interface type when a response schema has no type. Finding these by
-// parsing is cheap; the alternative is a compiler error in the user's
-// build.
-func checkNames(oapiSrc []byte, m *model) error {
+// and a type, a schema and a strict-server type), can put methods on an
+// interface type when a response schema has no type, and can refer to a
+// schema it pruned (one used only by webhooks). Finding these by parsing
+// is cheap; the alternative is a compiler error in the user's build.
+// specPath names the spec in the error.
+func checkNames(specPath string, oapiSrc []byte, m *model) error {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "oapi.gen.go", oapiSrc, parser.SkipObjectResolution)
 	if err != nil {
@@ -68,12 +71,17 @@ func checkNames(oapiSrc []byte, m *model) error {
 			problems = append(problems, fmt.Sprintf("%s is declared by oapi-codegen's output and by the idempotency layer", name))
 		}
 	}
+	clashes := len(problems)
+	problems = append(problems, undeclaredTypes(fset, f, declared)...)
 	if len(problems) == 0 {
 		return nil
 	}
-	msg := fmt.Sprintf("%s: the generated code would not compile:", m.Spec)
+	msg := fmt.Sprintf("%s: the generated code would not compile:", specPath)
 	for _, p := range problems {
 		msg += "\n\t" + p
+	}
+	if clashes == 0 { // each undeclared type says how to fix it
+		return errors.New(msg)
 	}
 	return fmt.Errorf("%s\nrename the schemas or operations involved, or exclude them with oapi-codegen.output-options (include-operation-ids, exclude-schemas)", msg)
 }
@@ -87,4 +95,93 @@ func layerNames(m *model) []string {
 		}
 	}
 	return names
+}
+
+// undeclaredTypes reports the package-local type names that oapi-codegen's
+// type declarations and function signatures use but that nothing declares.
+// oapi-codegen prunes the schemas no operation uses, yet keeps the request
+// body types of webhooks, which still name them. Function bodies are not
+// looked at: their identifiers may be locals.
+func undeclaredTypes(fset *token.FileSet, f *ast.File, declared map[string]token.Pos) []string {
+	var problems []string
+	reported := map[string]bool{}
+	var typeParams map[string]bool
+	var inType func(n ast.Node) bool
+	inType = func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.SelectorExpr: // a type of another package
+			return false
+		case *ast.Field: // field, parameter and method names are not types
+			ast.Inspect(n.Type, inType)
+			return false
+		case *ast.Ident:
+			name := n.Name
+			if _, ok := declared[name]; ok || typeParams[name] || reported[name] || name == "_" {
+				return false
+			}
+			if _, ok := types.Universe.Lookup(name).(*types.TypeName); ok {
+				return false
+			}
+			reported[name] = true
+			problems = append(problems, fmt.Sprintf("%s is used by oapi-codegen's output (line %d) but not declared, probably a schema only webhooks use, which oapi-codegen prunes; set oapi-codegen.output-options.skip-prune: true", name, fset.Position(n.Pos()).Line))
+		}
+		return true
+	}
+	params := func(list *ast.FieldList) map[string]bool {
+		names := map[string]bool{}
+		if list != nil {
+			for _, p := range list.List {
+				for _, n := range p.Names {
+					names[n.Name] = true
+				}
+			}
+		}
+		return names
+	}
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.FuncDecl:
+			typeParams = params(d.Type.TypeParams)
+			if d.Recv != nil {
+				for _, r := range d.Recv.List {
+					// A receiver's type arguments name the type parameters.
+					t := r.Type
+					if s, ok := t.(*ast.StarExpr); ok {
+						t = s.X
+					}
+					switch t := t.(type) {
+					case *ast.IndexExpr:
+						if id, ok := t.Index.(*ast.Ident); ok {
+							typeParams[id.Name] = true
+						}
+					case *ast.IndexListExpr:
+						for _, i := range t.Indices {
+							if id, ok := i.(*ast.Ident); ok {
+								typeParams[id.Name] = true
+							}
+						}
+					}
+				}
+				ast.Inspect(d.Recv, inType)
+			}
+			ast.Inspect(d.Type.Params, inType)
+			if d.Type.Results != nil {
+				ast.Inspect(d.Type.Results, inType)
+			}
+		case *ast.GenDecl:
+			for _, s := range d.Specs {
+				switch s := s.(type) {
+				case *ast.TypeSpec:
+					typeParams = params(s.TypeParams)
+					ast.Inspect(s.Type, inType)
+				case *ast.ValueSpec:
+					typeParams = nil
+					if s.Type != nil {
+						ast.Inspect(s.Type, inType)
+					}
+				}
+			}
+		}
+	}
+	return problems
 }
