@@ -146,3 +146,13 @@ func (c *Config) path(p string) string {
 	}
 	return filepath.Join(c.dir, p)
 }
+
+// specFromOutput is the spec's path from the output directory, as the
+// generated files' headers name it.
+func (c *Config) specFromOutput() string {
+	rel, err := filepath.Rel(c.path(c.Output.Dir), c.path(c.Spec))
+	if err != nil {
+		rel = c.Spec
+	}
+	return filepath.ToSlash(rel)
+}

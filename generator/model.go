@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"mime"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,11 +41,7 @@ type operation struct {
 }
 
 func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.OperationDefinition) (*model, error) {
-	specRel, err := filepath.Rel(cfg.path(cfg.Output.Dir), cfg.path(cfg.Spec))
-	if err != nil {
-		specRel = cfg.Spec
-	}
-	m := &model{Spec: filepath.ToSlash(specRel), Package: cfg.Output.Package}
+	m := &model{Spec: cfg.specFromOutput(), Package: cfg.Output.Package}
 	byRoute := make(map[string]annotation.Operation, len(annotated))
 	for _, a := range annotated {
 		byRoute[a.Method+" "+a.Path] = a

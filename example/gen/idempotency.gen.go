@@ -109,8 +109,8 @@ func (s *idempotentServer[T]) CreateOrder(ctx context.Context, request CreateOrd
 	return createOrderAnswer{resp}, nil
 }
 
-// createOrderAnswer is a CreateOrder response the protocol produced: the
-// handler's response as stored, a replay, or a problem.
+// createOrderAnswer answers CreateOrder with what the protocol produced:
+// the handler's response as stored, a replay, or a problem.
 type createOrderAnswer struct{ *idem.Response }
 
 func (a createOrderAnswer) VisitCreateOrderResponse(w http.ResponseWriter) error { return a.Write(w) }

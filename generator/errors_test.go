@@ -1,0 +1,300 @@
+package generator_test
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idemgen/idemgen/generator"
+	"github.com/idemgen/idemgen/generator/annotation"
+)
+
+// header is the start of every spec below: the operation under test
+// starts on line 7, at "    post:" or its like.
+const header = `openapi: 3.0.3
+info:
+  title: errors
+  version: "1"
+paths:
+  /things:
+`
+
+// components are appended to every spec below.
+const components = `components:
+  schemas:
+    Thing:
+      type: object
+      properties:
+        name:
+          type: string
+        metadata:
+          type: object
+          properties:
+            trace_id:
+              type: string
+            source:
+              type: string
+`
+
+// Bad annotations fail Generate with the spec's file, line and column and
+// with what was expected.
+func TestGenerateRejectsBadAnnotations(t *testing.T) {
+	tests := []struct {
+		name      string
+		operation string // the operation of /things, from line 7
+		line, col int
+		msg       string // the message after "file:line:col: "
+	}{
+		{
+			name: "get",
+			operation: `    get:
+      operationId: listThings
+      x-idempotent: true
+      responses:
+        "200":
+          description: ok
+`,
+			line: 9, col: 7,
+			msg: "x-idempotent on GET: GET is idempotent already; expected x-idempotent on POST, PUT, PATCH or DELETE",
+		},
+		{
+			name: "bad duration",
+			operation: `    post:
+      operationId: createThing
+      x-idempotent:
+        ttl: 3 days
+      responses:
+        "201":
+          description: ok
+`,
+			line: 10, col: 14,
+			msg: `x-idempotent.ttl: "3 days" is not a duration; expected a Go duration such as 90s, 15m or 24h, or days such as 7d`,
+		},
+		{
+			name: "unknown option",
+			operation: `    post:
+      operationId: createThing
+      x-idempotent:
+        lease: 30s
+        retries: 3
+      responses:
+        "201":
+          description: ok
+`,
+			line: 11, col: 9,
+			msg: `x-idempotent: unknown key "retries"; expected one of required, ttl, lease, mode, recovery-points, fingerprint`,
+		},
+		{
+			name: "octet-stream request body",
+			operation: `    post:
+      operationId: uploadThing
+      x-idempotent: true
+      requestBody:
+        content:
+          application/octet-stream:
+            schema:
+              type: string
+              format: binary
+      responses:
+        "201":
+          description: ok
+`,
+			line: 9, col: 7,
+			msg: "x-idempotent on POST /things: request body application/octet-stream is binary; expected a JSON, form-encoded or text body",
+		},
+		{
+			name: "event-stream response",
+			operation: `    post:
+      operationId: watchThing
+      x-idempotent: true
+      responses:
+        "200":
+          description: events
+          content:
+            text/event-stream:
+              schema:
+                type: string
+`,
+			line: 9, col: 7,
+			msg: "x-idempotent on POST /things: response 200 text/event-stream is a server-sent event stream and cannot be stored for replay; expected JSON, text or other bounded bodies",
+		},
+		{
+			name: "multipart request body",
+			operation: `    post:
+      operationId: uploadThing
+      x-idempotent: true
+      requestBody:
+        content:
+          multipart/form-data:
+            schema:
+              type: object
+              properties:
+                file:
+                  type: string
+                  format: binary
+      responses:
+        "201":
+          description: ok
+`,
+			line: 9, col: 7,
+			msg: "x-idempotent on POST /things: request body multipart/form-data: multipart bodies cannot be fingerprinted by this version of idemgen; expected a JSON, form-encoded or text body",
+		},
+		{
+			name: "undecoded request body",
+			operation: `    post:
+      operationId: createThing
+      x-idempotent: true
+      requestBody:
+        content:
+          application/json:
+            schema:
+              $ref: "#/components/schemas/Thing"
+          application/xml:
+            schema:
+              $ref: "#/components/schemas/Thing"
+      responses:
+        "201":
+          description: ok
+`,
+			line: 9, col: 7,
+			msg: "x-idempotent on POST /things: request body application/xml reaches the handler undecoded, as an io.Reader, and cannot be fingerprinted; expected a JSON, form-encoded or text/plain body",
+		},
+		{
+			name: "unknown fingerprint pointer",
+			operation: `    post:
+      operationId: createThing
+      x-idempotent:
+        fingerprint:
+          exclude:
+            - /metadata/source
+            - /metadata/trace
+      requestBody:
+        content:
+          application/json:
+            schema:
+              $ref: "#/components/schemas/Thing"
+      responses:
+        "201":
+          description: ok
+`,
+			line: 13, col: 15,
+			msg: `x-idempotent on POST /things: fingerprint.exclude /metadata/trace: the request body schema has no "trace" under "/metadata"; expected one of source, trace_id`,
+		},
+		{
+			name: "fingerprint pointer without a JSON body",
+			operation: `    post:
+      operationId: createThing
+      x-idempotent:
+        fingerprint:
+          exclude: [/name]
+      requestBody:
+        content:
+          application/x-www-form-urlencoded:
+            schema:
+              $ref: "#/components/schemas/Thing"
+      responses:
+        "201":
+          description: ok
+`,
+			line: 11, col: 21,
+			msg: "x-idempotent on POST /things: fingerprint.exclude /name: the operation has no JSON request body to exclude from",
+		},
+		{
+			name: "phased mode",
+			operation: `    post:
+      operationId: createThing
+      x-idempotent:
+        mode: phased
+        recovery-points: [thing_created]
+      responses:
+        "201":
+          description: ok
+`,
+			line: 9, col: 7,
+			msg: "x-idempotent on POST /things: mode phased is not supported by this version of idemgen; use mode atomic (the default)",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			spec := filepath.Join(dir, "openapi.yaml")
+			writeFile(t, spec, []byte(header+tt.operation+components))
+			res, err := generator.Generate(configFor(t, dir, "openapi.yaml", ""))
+			if err == nil {
+				t.Fatalf("Generate succeeded with %d files; want an error", len(res.Files))
+			}
+			want := fmt.Sprintf("%s:%d:%d: %s", spec, tt.line, tt.col, tt.msg)
+			if err.Error() != want {
+				t.Errorf("got error\n\t%v\nwant\n\t%s", err, want)
+			}
+			var ae *annotation.Error
+			if !errors.As(err, &ae) {
+				t.Fatalf("got %T, want an *annotation.Error", err)
+			}
+			if ae.Pos != (annotation.Position{File: spec, Line: tt.line, Column: tt.col}) {
+				t.Errorf("position %v, want %s:%d:%d", ae.Pos, spec, tt.line, tt.col)
+			}
+		})
+	}
+}
+
+// An annotated operation that oapi-codegen leaves out is reported at its
+// annotation, not silently left unguarded.
+func TestGenerateRejectsExcludedAnnotatedOperation(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "openapi.yaml")
+	writeFile(t, spec, []byte(header+`    post:
+      operationId: createThing
+      x-idempotent: true
+      responses:
+        "201":
+          description: ok
+    put:
+      operationId: replaceThing
+      x-idempotent: true
+      responses:
+        "200":
+          description: ok
+`+components))
+	cfg := configFor(t, dir, "openapi.yaml", "oapi-codegen:\n  output-options:\n    exclude-operation-ids: [createThing]\n")
+	_, err := generator.Generate(cfg)
+	want := spec + ":9:7: x-idempotent on POST /things: oapi-codegen generated no handler for this operation (is it excluded by output-options?)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("got error %v, want %s", err, want)
+	}
+}
+
+// Every problem of a spec is reported at once, in the order of the text.
+func TestGenerateReportsAllProblems(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "openapi.yaml")
+	writeFile(t, spec, []byte(header+`    get:
+      x-idempotent: true
+      responses:
+        "200":
+          description: ok
+    post:
+      x-idempotent:
+        ttl: soon
+        lease: 1m
+      responses:
+        "201":
+          description: ok
+`+components))
+	_, err := generator.Generate(configFor(t, dir, "openapi.yaml", ""))
+	if err == nil {
+		t.Fatal("Generate succeeded")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	want := []string{spec + ":8:7: x-idempotent on GET", spec + ":14:14: x-idempotent.ttl"}
+	if len(lines) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%v", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("problem %d: got %q, want it to start with %q", i, lines[i], w)
+		}
+	}
+}
