@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -200,4 +201,68 @@ func firstWord(sql string) string {
 		}
 	}
 	return ""
+}
+
+// A claim that outlived its process (committed in flight, lease passed) is
+// Abandoned: the next claim takes it over, keeping its recovery point, and
+// only one of two racing claims wins it.
+func TestAbandonedClaimIsTakenOverOnce(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, nil)
+	s := pgstore.New(pool)
+	id := idem.ID{Scope: "a", Operation: "createPayment", Key: "k"}
+	if _, err := pool.Exec(ctx, `INSERT INTO idempotency_keys
+		(scope, operation, key, fingerprint, status, locked_until, recovery_point, expires_at)
+		VALUES ($1, $2, $3, 'fp', 'in_flight', now() - interval '1 second', 'charge_created', now() + interval '1 hour')`,
+		id.Scope, id.Operation, id.Key); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.Lookup(ctx, id)
+	if err != nil || rec.State != idem.Abandoned || rec.RecoveryPoint != "charge_created" || string(rec.Fingerprint) != "fp" {
+		t.Fatalf("Lookup = %+v, %v; want abandoned at charge_created", rec, err)
+	}
+	if _, err := s.Claim(ctx, id, idem.Claim{Fingerprint: []byte("other"), TTL: time.Hour, Lease: time.Minute}); !errors.Is(err, idem.ErrContended) {
+		t.Fatalf("takeover with another fingerprint = %v, want ErrContended", err)
+	}
+
+	var (
+		wg   sync.WaitGroup
+		won  = make(chan idem.Txn[pgx.Tx], 2)
+		lost = make(chan error, 2)
+	)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			txn, err := s.Claim(ctx, id, claim)
+			if err != nil {
+				lost <- err
+				return
+			}
+			won <- txn
+		}()
+	}
+	wg.Wait()
+	close(won)
+	close(lost)
+	var winners []idem.Txn[pgx.Tx]
+	for txn := range won {
+		winners = append(winners, txn)
+	}
+	if len(winners) != 1 {
+		t.Fatalf("%d claims took over the abandoned key, want 1", len(winners))
+	}
+	if err := <-lost; !errors.Is(err, idem.ErrContended) {
+		t.Fatalf("losing claim = %v, want ErrContended", err)
+	}
+	if rec, _ := s.Lookup(ctx, id); rec.State != idem.Busy {
+		t.Fatalf("state during takeover = %v, want busy", rec.State)
+	}
+	if err := winners[0].Complete(ctx, &idem.Response{Status: 201, Header: http.Header{}, Body: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	var point string
+	if err := pool.QueryRow(ctx, `SELECT recovery_point FROM idempotency_keys WHERE key = 'k'`).Scan(&point); err != nil || point != "charge_created" {
+		t.Fatalf("recovery point after takeover = %q, %v; want kept", point, err)
+	}
 }
