@@ -206,7 +206,12 @@ func (e *Engine[T]) execute(ctx context.Context, txn Txn[T], at *Attempt[T], h H
 }
 
 func (e *Engine[T]) unavailable(ctx context.Context, id ID, step string, err error) *Response {
-	e.log.ErrorContext(ctx, "idem: key store failed", "step", step, "operation", id.Operation, "error", err)
+	if ctx.Err() != nil {
+		// The client went away; the store did not fail.
+		e.log.InfoContext(ctx, "idem: request canceled", "step", step, "operation", id.Operation, "error", err)
+	} else {
+		e.log.ErrorContext(ctx, "idem: key store failed", "step", step, "operation", id.Operation, "error", err)
+	}
 	return (&Problem{
 		Type:       TypeStoreUnavailable,
 		Title:      "Key store unavailable",

@@ -118,7 +118,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	fs := flag.NewFlagSet("idemgen "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.Usage = func() { fmt.Fprint(stderr, usage+"\n"+annotationsHelp) }
 	configPath := fs.String("config", "idemgen.yaml", "the configuration file")
 	quiet := fs.Bool("q", false, "print nothing but errors")
 	if err := fs.Parse(args); err != nil {

@@ -91,8 +91,8 @@ func run(out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(out, "   (same body as the first call: %v)\n", bytes.Equal(first.body, replay.body))
 	show(out, replay)
-	fmt.Fprintf(out, "   same body as the first call: %v\n\n", bytes.Equal(first.body, replay.body))
 
 	fmt.Fprintln(out, "3. The same key with a different body (amount 999)")
 	reused, err := post(key, 999)
