@@ -58,6 +58,11 @@ func Generate(cfg *Config) (*Result, error) {
 	if err := checkNames(specPath, oapiSrc, m); err != nil {
 		return nil, err
 	}
+	mount, err := render("mount-"+cfg.Server+".go.tmpl", m)
+	if err != nil {
+		return nil, err
+	}
+	m.Mount = string(mount)
 	layer, err := renderGo("idempotency.go.tmpl", m)
 	if err != nil {
 		return nil, err

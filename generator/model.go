@@ -20,6 +20,9 @@ type model struct {
 	Package    string
 	Idempotent bool // whether any operation is annotated
 	Operations []operation
+	// Mount is the server kind's code that builds the http.Handler,
+	// rendered from mount-<kind>.go.tmpl.
+	Mount string
 }
 
 // operation is one operation of the spec, as the layer sees it.
