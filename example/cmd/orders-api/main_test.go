@@ -190,9 +190,12 @@ func TestCrashMidHandlerRunsOnceOnRetry(t *testing.T) {
 	go post(p1.url, "k1", order) // answered by the crash, not by the server
 
 	// Wait until the attempt holds its claim: the advisory lock of the
-	// key is granted to the server's transaction.
+	// key is granted to the server's transaction, in this test's database
+	// (pg_locks shows the whole cluster).
 	deadline := time.Now().Add(30 * time.Second)
-	for count(t, pool, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted`) == 0 {
+	const claimed = `SELECT count(*) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+	for count(t, pool, claimed) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the first attempt never claimed its key:\n%s", p1.log())
 		}
