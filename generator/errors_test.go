@@ -121,27 +121,6 @@ func TestGenerateRejectsBadAnnotations(t *testing.T) {
 			msg: "x-idempotent on POST /things: response 200 text/event-stream is a server-sent event stream and cannot be stored for replay; expected JSON, text or other bounded bodies",
 		},
 		{
-			name: "multipart request body",
-			operation: `    post:
-      operationId: uploadThing
-      x-idempotent: true
-      requestBody:
-        content:
-          multipart/form-data:
-            schema:
-              type: object
-              properties:
-                file:
-                  type: string
-                  format: binary
-      responses:
-        "201":
-          description: ok
-`,
-			line: 9, col: 7,
-			msg: "x-idempotent on POST /things: request body multipart/form-data: multipart bodies cannot be fingerprinted by this version of idemgen; expected a JSON, form-encoded or text body",
-		},
-		{
 			name: "undecoded request body",
 			operation: `    post:
       operationId: createThing

@@ -41,6 +41,9 @@ type operation struct {
 	Exclude     []string
 	// Go expressions for the fingerprint's parts.
 	PathParams, QueryParams, Body string
+	// Multipart is the request field holding a multipart body, read
+	// before the fingerprint; "" when there is none.
+	Multipart string
 }
 
 func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.OperationDefinition) (*model, error) {
@@ -110,6 +113,14 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	op.QueryParams = paramsExpr(d.QueryParams, "request.Params.")
 
 	jsonSchema, body, tags, err := requestBody(d)
+	for _, b := range d.Bodies {
+		if b.NameTag == "Multipart" {
+			op.Multipart = "Body"
+			if len(d.Bodies) > 1 {
+				op.Multipart = "MultipartBody"
+			}
+		}
+	}
 	if err != nil {
 		return fail(a.Pos, "%v", err)
 	}
@@ -162,9 +173,6 @@ func requestBody(d codegen.OperationDefinition) (jsonSchema *openapi3.Schema, ex
 		if why := unreplayable(ct); why != "" {
 			return nil, "", nil, fmt.Errorf("request body %s %s; expected a JSON, form-encoded or text body", ct, why)
 		}
-		if strings.HasPrefix(ct, "multipart/") {
-			return nil, "", nil, fmt.Errorf("request body %s: multipart bodies cannot be fingerprinted by this version of idemgen; expected a JSON, form-encoded or text body", ct)
-		}
 		if mt := d.Spec.RequestBody.Value.Content[ct]; isJSON(ct) && mt.Schema != nil && jsonSchema == nil {
 			jsonSchema = mt.Schema.Value
 		}
@@ -177,15 +185,23 @@ func requestBody(d codegen.OperationDefinition) (jsonSchema *openapi3.Schema, ex
 			return nil, "", nil, fmt.Errorf("request body %s reaches the handler undecoded, as an io.Reader, and cannot be fingerprinted; expected a JSON, form-encoded or text/plain body", b.ContentType)
 		}
 	}
+	// A multipart body is a stream: the generated code reads it into
+	// multipartParts first (see idem.ReadMultipart).
+	field := func(b codegen.RequestBodyDefinition, name string) string {
+		if b.NameTag == "Multipart" {
+			return "multipartParts"
+		}
+		return "request." + name
+	}
 	switch len(d.Bodies) {
 	case 0:
 		return jsonSchema, "nil", nil, nil
 	case 1:
-		return jsonSchema, "request.Body", nil, nil
+		return jsonSchema, field(d.Bodies[0], "Body"), nil, nil
 	}
 	parts := make([]string, len(d.Bodies))
 	for i, b := range d.Bodies {
-		parts[i] = fmt.Sprintf("%q: request.%sBody", b.NameTag, b.NameTag)
+		parts[i] = fmt.Sprintf("%q: %s", b.NameTag, field(b, b.NameTag+"Body"))
 		tags = append(tags, b.NameTag)
 	}
 	return jsonSchema, "idem.Params{" + strings.Join(parts, ", ") + "}", tags, nil

@@ -41,7 +41,14 @@ func (h ErrorHandlers) RequestError(w http.ResponseWriter, r *http.Request, err 
 
 // ResponseError answers a handler error with a 500. The error is logged,
 // not sent: it may hold internals.
+//
+// A *Problem in err's chain, such as the 413 of an oversized multipart
+// body, is sent as it is.
 func (h ErrorHandlers) ResponseError(w http.ResponseWriter, r *http.Request, err error) {
+	if p, ok := errors.AsType[*Problem](err); ok {
+		WriteProblem(w, p)
+		return
+	}
 	log := h.Logger
 	if log == nil {
 		log = slog.Default()

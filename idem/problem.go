@@ -17,6 +17,7 @@ const (
 	TypeMissingKey       = ProblemBase + "missing-idempotency-key"
 	TypeInvalidKey       = ProblemBase + "invalid-idempotency-key"
 	TypeInvalidRequest   = ProblemBase + "invalid-request"
+	TypeBodyTooLarge     = ProblemBase + "body-too-large"
 	TypeInvalidScope     = ProblemBase + "invalid-scope"
 	TypeKeyInUse         = ProblemBase + "idempotency-key-in-use"
 	TypeKeyReused        = ProblemBase + "idempotency-key-reused"

@@ -22,6 +22,8 @@ type IdempotentServer[T any] interface {
 	CreateWidget(ctx context.Context, at *idem.Attempt[T], request CreateWidgetRequestObject) (CreateWidgetResponseObject, error)
 	// SetWidgetNote serves PATCH /widgets/{id}/note: idempotent, key optional, responses kept 2d.
 	SetWidgetNote(ctx context.Context, at *idem.Attempt[T], request SetWidgetNoteRequestObject) (SetWidgetNoteResponseObject, error)
+	// UploadWidgetPhoto serves PUT /widgets/{id}/photo: idempotent, key optional, responses kept 2d.
+	UploadWidgetPhoto(ctx context.Context, at *idem.Attempt[T], request UploadWidgetPhotoRequestObject) (UploadWidgetPhotoResponseObject, error)
 }
 
 // IdempotentHandlerOptions configure NewIdempotentHandler. The zero value
@@ -83,14 +85,21 @@ func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store
 			TTL:         48 * time.Hour,
 			Lease:       90 * time.Second,
 		},
+		uploadWidgetPhotoOp: idem.Operation{
+			Name:        "uploadWidgetPhoto",
+			KeyOptional: true,
+			TTL:         48 * time.Hour,
+			Lease:       time.Minute,
+		},
 	}
 }
 
 type idempotentServer[T any] struct {
-	impl            IdempotentServer[T]
-	engine          *idem.Engine[T]
-	createWidgetOp  idem.Operation
-	setWidgetNoteOp idem.Operation
+	impl                IdempotentServer[T]
+	engine              *idem.Engine[T]
+	createWidgetOp      idem.Operation
+	setWidgetNoteOp     idem.Operation
+	uploadWidgetPhotoOp idem.Operation
 }
 
 func (s *idempotentServer[T]) CreateWidget(ctx context.Context, request CreateWidgetRequestObject) (CreateWidgetResponseObject, error) {
@@ -140,5 +149,37 @@ func (s *idempotentServer[T]) SetWidgetNote(ctx context.Context, request SetWidg
 type setWidgetNoteAnswer struct{ *idem.Response }
 
 func (a setWidgetNoteAnswer) VisitSetWidgetNoteResponse(w http.ResponseWriter) error {
+	return a.Write(w)
+}
+
+func (s *idempotentServer[T]) UploadWidgetPhoto(ctx context.Context, request UploadWidgetPhotoRequestObject) (UploadWidgetPhotoResponseObject, error) {
+	// The multipart body is read once, for the fingerprint, and handed on.
+	body, multipartParts, err := idem.ReadMultipart(request.Body, 0)
+	if err != nil {
+		return nil, err
+	}
+	request.Body = body
+	fingerprint, err := idem.Fingerprint(s.uploadWidgetPhotoOp.Name, idem.Params{"id": request.Id}, nil, multipartParts, s.uploadWidgetPhotoOp.FingerprintExclude)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.engine.Serve(ctx, &s.uploadWidgetPhotoOp, fingerprint, func(ctx context.Context, at *idem.Attempt[T]) (idem.Writer, error) {
+		r, err := s.impl.UploadWidgetPhoto(ctx, at, request)
+		if r == nil {
+			return nil, err
+		}
+		return r.VisitUploadWidgetPhotoResponse, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return uploadWidgetPhotoAnswer{resp}, nil
+}
+
+// uploadWidgetPhotoAnswer answers UploadWidgetPhoto with what the protocol produced:
+// the handler's response as stored, a replay, or a problem.
+type uploadWidgetPhotoAnswer struct{ *idem.Response }
+
+func (a uploadWidgetPhotoAnswer) VisitUploadWidgetPhotoResponse(w http.ResponseWriter) error {
 	return a.Write(w)
 }

@@ -11,9 +11,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 
 	"github.com/oapi-codegen/runtime"
+	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
 // Widget defines model for Widget.
@@ -31,11 +33,20 @@ type CreateWidgetJSONBody struct {
 // SetWidgetNoteTextBody defines parameters for SetWidgetNote.
 type SetWidgetNoteTextBody = string
 
+// UploadWidgetPhotoMultipartBody defines parameters for UploadWidgetPhoto.
+type UploadWidgetPhotoMultipartBody struct {
+	Caption *string             `json:"caption,omitempty"`
+	Photo   *openapi_types.File `json:"photo,omitempty"`
+}
+
 // CreateWidgetJSONRequestBody defines body for CreateWidget for application/json ContentType.
 type CreateWidgetJSONRequestBody CreateWidgetJSONBody
 
 // SetWidgetNoteTextRequestBody defines body for SetWidgetNote for text/plain ContentType.
 type SetWidgetNoteTextRequestBody = SetWidgetNoteTextBody
+
+// UploadWidgetPhotoMultipartRequestBody defines body for UploadWidgetPhoto for multipart/form-data ContentType.
+type UploadWidgetPhotoMultipartRequestBody UploadWidgetPhotoMultipartBody
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -45,6 +56,9 @@ type ServerInterface interface {
 
 	// (PATCH /widgets/{id}/note)
 	SetWidgetNote(w http.ResponseWriter, r *http.Request, id int64)
+
+	// (PUT /widgets/{id}/photo)
+	UploadWidgetPhoto(w http.ResponseWriter, r *http.Request, id int64)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -87,6 +101,32 @@ func (siw *ServerInterfaceWrapper) SetWidgetNote(w http.ResponseWriter, r *http.
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.SetWidgetNote(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UploadWidgetPhoto operation middleware
+func (siw *ServerInterfaceWrapper) UploadWidgetPhoto(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id int64
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UploadWidgetPhoto(w, r, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -218,6 +258,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/widgets", wrapper.CreateWidget)
 	m.HandleFunc(http.MethodPatch+" "+options.BaseURL+"/widgets/{id}/note", wrapper.SetWidgetNote)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/widgets/{id}/photo", wrapper.UploadWidgetPhoto)
 
 	return m
 }
@@ -264,6 +305,23 @@ func (response SetWidgetNote200TextResponse) VisitSetWidgetNoteResponse(w http.R
 	return err
 }
 
+type UploadWidgetPhotoRequestObject struct {
+	Id   int64 `json:"id"`
+	Body *multipart.Reader
+}
+
+type UploadWidgetPhotoResponseObject interface {
+	VisitUploadWidgetPhotoResponse(w http.ResponseWriter) error
+}
+
+type UploadWidgetPhoto204Response struct {
+}
+
+func (response UploadWidgetPhoto204Response) VisitUploadWidgetPhotoResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 
@@ -272,6 +330,9 @@ type StrictServerInterface interface {
 
 	// (PATCH /widgets/{id}/note)
 	SetWidgetNote(ctx context.Context, request SetWidgetNoteRequestObject) (SetWidgetNoteResponseObject, error)
+
+	// (PUT /widgets/{id}/photo)
+	UploadWidgetPhoto(ctx context.Context, request UploadWidgetPhotoRequestObject) (UploadWidgetPhotoResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -371,6 +432,39 @@ func (sh *strictHandler) SetWidgetNote(w http.ResponseWriter, r *http.Request, i
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(SetWidgetNoteResponseObject); ok {
 		if err := validResponse.VisitSetWidgetNoteResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UploadWidgetPhoto operation middleware
+func (sh *strictHandler) UploadWidgetPhoto(w http.ResponseWriter, r *http.Request, id int64) {
+	var request UploadWidgetPhotoRequestObject
+
+	request.Id = id
+
+	if reader, err := r.MultipartReader(); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode multipart body: %w", err))
+		return
+	} else {
+		request.Body = reader
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UploadWidgetPhoto(ctx, request.(UploadWidgetPhotoRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UploadWidgetPhoto")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UploadWidgetPhotoResponseObject); ok {
+		if err := validResponse.VisitUploadWidgetPhotoResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
