@@ -78,7 +78,8 @@ func (a *Attempt[T]) Tx() T { return a.tx }
 // optional and the request sent none.
 func (a *Attempt[T]) Key() string { return a.id.Key }
 
-// Scope is the request's scope.
+// Scope is the request's scope; empty, like Key, for a request that sent
+// no key to an operation whose key is optional.
 func (a *Attempt[T]) Scope() string { return a.id.Scope }
 
 // Handler runs an operation's business logic inside an attempt and returns

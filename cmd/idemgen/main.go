@@ -25,6 +25,8 @@ wired in, plus the PostgreSQL key store's migrations and sqlc queries.
 Usage:
   idemgen [generate] [-config idemgen.yaml]   write the generated files
   idemgen check [-config idemgen.yaml]        fail if committed output is stale
+  idemgen migrations [-format F] [-dir DIR]   write only the key store's migrations
+                                              (F: golang-migrate, the default, or goose)
   idemgen help [annotations | config]         explain the spec annotations or the config
 
 Add to a Go file next to the config:
@@ -110,6 +112,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return 0
+	case "migrations":
+		return runMigrations(args, stderr)
 	case "generate", "check":
 	default:
 		fmt.Fprintf(stderr, "idemgen: unknown command %q\n\n%s", cmd, usage)
@@ -171,4 +175,34 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func elapsed(start time.Time) string {
 	return time.Since(start).Round(time.Millisecond).String()
+}
+
+// runMigrations writes the key store's migrations, for teams that keep the
+// table in a migration directory of their own and generate nothing else.
+func runMigrations(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("idemgen migrations", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	format := fs.String("format", generator.FormatGolangMigrate, "golang-migrate (NNNN_x.up.sql and .down.sql) or goose")
+	dir := fs.String("dir", "migrations", "the directory to write them to")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	files, err := generator.MigrationFiles(generator.Migrations{Dir: *dir, Format: *format})
+	if err != nil {
+		fmt.Fprintf(stderr, "idemgen: %v\n", err)
+		return 2
+	}
+	written, err := (&generator.Result{Files: files}).Write("")
+	if err != nil {
+		fmt.Fprintf(stderr, "idemgen: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "idemgen: wrote %d of %d migration files\n", len(written), len(files))
+	for _, f := range written {
+		fmt.Fprintf(stderr, "\t%s\n", f)
+	}
+	return 0
 }

@@ -209,3 +209,21 @@ func TestSpecError(t *testing.T) {
 		t.Errorf("exit %d, stderr\n%s\nwant 1 and an error starting\n%s", code, stderr, want)
 	}
 }
+
+func TestMigrationsCommand(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"migrations", "-format", "goose", "-dir", dir}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "0001_idempotency_keys.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "-- +goose Up") || !strings.Contains(string(b), "CREATE TABLE IF NOT EXISTS idempotency_keys") {
+		t.Errorf("goose migration:\n%s", b)
+	}
+	if code := run([]string{"migrations", "-format", "flyway", "-dir", dir}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), `"flyway" is unknown`) {
+		t.Errorf("unknown format: exit %d, %s", code, stderr.String())
+	}
+}
