@@ -99,9 +99,19 @@ const order = `{"amount_cents": 1250, "currency": "EUR", "customer_id": "cus_1"}
 // post sends createOrder. keys are the Idempotency-Key header values.
 func (e *env) post(account, body string, keys ...string) reply {
 	e.t.Helper()
-	req, err := http.NewRequest("POST", e.url+"/orders", strings.NewReader(body))
+	r, err := e.send(account, body, keys...)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	return r
+}
+
+// send is post for goroutines other than the test's, which must not call
+// t.Fatal.
+func (e *env) send(account, body string, keys ...string) (reply, error) {
+	req, err := http.NewRequest("POST", e.url+"/orders", strings.NewReader(body))
+	if err != nil {
+		return reply{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if account != "" {
@@ -110,20 +120,26 @@ func (e *env) post(account, body string, keys ...string) reply {
 	for _, k := range keys {
 		req.Header.Add("Idempotency-Key", k)
 	}
-	return e.do(req)
+	return e.roundTrip(req)
 }
 
 func (e *env) do(req *http.Request) reply {
-	resp, err := http.DefaultClient.Do(req)
+	e.t.Helper()
+	r, err := e.roundTrip(req)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	return r
+}
+
+func (e *env) roundTrip(req *http.Request) (reply, error) {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return reply{}, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return reply{resp.StatusCode, resp.Header, b}
+	return reply{resp.StatusCode, resp.Header, b}, err
 }
 
 func (e *env) count(query string, args ...any) int {
@@ -283,8 +299,17 @@ func TestDuplicateWhileFirstRunsIs409(t *testing.T) {
 		<-release
 		return nil
 	})
-	first := make(chan reply)
-	go func() { first <- e.post("acct_1", order, "k1") }()
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // runs before the server's Close, which waits for the handler
+	first := make(chan reply, 1)
+	go func() {
+		r, err := e.send("acct_1", order, "k1")
+		if err != nil {
+			r.body = []byte(err.Error())
+		}
+		first <- r
+	}()
 	<-entered // the first request holds the key now
 
 	for _, body := range []string{order, `{"amount_cents": 1, "currency": "EUR", "customer_id": "x"}`} {
@@ -296,7 +321,7 @@ func TestDuplicateWhileFirstRunsIs409(t *testing.T) {
 			t.Error("409 without Retry-After")
 		}
 	}
-	close(release)
+	unblock()
 	if r := <-first; r.status != 201 {
 		t.Fatalf("first: %d %s", r.status, r.body)
 	}
@@ -407,7 +432,11 @@ func TestConcurrentSameKeyCreatesOneOrder(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			statuses[i] = e.post("acct_1", order, "storm").status
+			r, err := e.send("acct_1", order, "storm")
+			if err != nil {
+				r.status = -1 // counted as neither 201 nor 409
+			}
+			statuses[i] = r.status
 		}()
 	}
 	close(start)
