@@ -80,7 +80,7 @@ func TestWriteThenCheck(t *testing.T) {
 	content[i] = 'P'
 	writeFile(t, path, content)
 	err = res.Check(dir)
-	wantStale(t, err, edited+" (differs)")
+	wantStale(t, err, path+" (differs)")
 
 	// A missing file is named as missing, beside the edited one.
 	removed := filepath.Join("gen", "queries", "idempotency_keys.sql")
@@ -88,7 +88,7 @@ func TestWriteThenCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = res.Check(dir)
-	wantStale(t, err, edited+" (differs)", removed+" (missing)")
+	wantStale(t, err, path+" (differs)", filepath.Join(dir, removed)+" (missing)")
 	if !strings.Contains(err.Error(), "idemgen generate") {
 		t.Errorf("the error does not say how to fix it: %v", err)
 	}
@@ -99,7 +99,7 @@ func TestWriteThenCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(written)
-	if want := []string{edited, removed}; !slices.Equal(written, want) {
+	if want := []string{path, filepath.Join(dir, removed)}; !slices.Equal(written, want) {
 		t.Errorf("Write rewrote %v, want %v", written, want)
 	}
 	if err := res.Check(dir); err != nil {

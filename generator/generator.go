@@ -98,7 +98,8 @@ func renderGo(name string, data any) ([]byte, error) {
 }
 
 // Write writes the files under dir (the config file's directory), leaving
-// files whose content is unchanged untouched.
+// files whose content is unchanged untouched. It returns the paths it
+// wrote, joined to dir so they are relative to where the user runs it.
 func (r *Result) Write(dir string) (written []string, err error) {
 	for _, f := range r.Files {
 		path := filepath.Join(dir, f.Path)
@@ -111,7 +112,7 @@ func (r *Result) Write(dir string) (written []string, err error) {
 		if err := os.WriteFile(path, f.Content, 0o644); err != nil {
 			return written, fmt.Errorf("write output: %w", err)
 		}
-		written = append(written, f.Path)
+		written = append(written, path)
 	}
 	return written, nil
 }
@@ -121,18 +122,20 @@ func (r *Result) Write(dir string) (written []string, err error) {
 var ErrStale = errors.New("generated files are out of date")
 
 // Check compares the files with what is under dir. It returns ErrStale,
-// naming every missing or differing file, when they are not the same.
+// naming every missing or differing file (joined to dir), when they are
+// not the same.
 func (r *Result) Check(dir string) error {
 	var stale []string
 	for _, f := range r.Files {
-		old, err := os.ReadFile(filepath.Join(dir, f.Path))
+		path := filepath.Join(dir, f.Path)
+		old, err := os.ReadFile(path)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
-			stale = append(stale, f.Path+" (missing)")
+			stale = append(stale, path+" (missing)")
 		case err != nil:
 			return fmt.Errorf("check output: %w", err)
 		case !bytes.Equal(old, f.Content):
-			stale = append(stale, f.Path+" (differs)")
+			stale = append(stale, path+" (differs)")
 		}
 	}
 	if len(stale) == 0 {

@@ -100,7 +100,7 @@ func TestGenerateThenCheck(t *testing.T) {
 		t.Errorf("generate printed\n%s\nwant a summary matching %s", stderr, summary)
 	}
 	for _, f := range []string{"gen/oapi.gen.go", "gen/idempotency.gen.go", "gen/migrations/0001_idempotency_keys.up.sql", "gen/queries/idempotency_keys.sql"} {
-		if !strings.Contains(stderr, "\t"+f+"\n") {
+		if !strings.Contains(stderr, "\t"+filepath.Join(dir, f)+"\n") {
 			t.Errorf("generate did not list %s:\n%s", f, stderr)
 		}
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
