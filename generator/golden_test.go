@@ -14,8 +14,11 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/*/golden")
 
-// TestGolden generates each case under testdata and compares every output
-// file with testdata/<case>/golden/<path>. Rewrite the goldens with
+// TestGolden generates each case under testdata and compares every file
+// idemgen renders itself with testdata/<case>/golden/<path>. oapi-codegen's
+// output is not kept as a golden: it would pin that dependency's formatting,
+// and TestGoldenCompiles and the determinism tests cover it. Rewrite the
+// goldens with
 //
 //	go test ./generator -run Golden -update
 //
@@ -30,12 +33,17 @@ func TestGolden(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, f := range res.Files {
-					writeFile(t, filepath.Join(golden, f.Path), f.Content)
+					if rendered(f.Path) {
+						writeFile(t, filepath.Join(golden, f.Path), f.Content)
+					}
 				}
 				return
 			}
 			var want []string
 			for _, f := range res.Files {
+				if !rendered(f.Path) {
+					continue
+				}
 				want = append(want, filepath.ToSlash(f.Path))
 				old, err := os.ReadFile(filepath.Join(golden, f.Path))
 				if err != nil {
@@ -66,6 +74,9 @@ func TestGolden(t *testing.T) {
 		})
 	}
 }
+
+// rendered reports whether idemgen's own templates produce the file.
+func rendered(path string) bool { return filepath.Base(path) != "oapi.gen.go" }
 
 // TestGoldenCompiles builds and vets each golden case's Go output.
 func TestGoldenCompiles(t *testing.T) {
