@@ -3,11 +3,17 @@ package idem
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"sync"
 	"time"
 )
 
@@ -27,6 +33,9 @@ type Operation struct {
 	// FingerprintExclude lists JSON pointers into the body that do not
 	// count towards the fingerprint.
 	FingerprintExclude []string
+	// RecoveryPoints are the points of a phased operation, in order; see
+	// Engine.ServePhased.
+	RecoveryPoints []string
 }
 
 // Options configure an Engine. The zero value works: one scope for all
@@ -40,6 +49,10 @@ type Options struct {
 	Logger *slog.Logger
 	// RetryAfter is sent with 409 and 503 answers; zero means one second.
 	RetryAfter time.Duration
+	// Secret keys the derived keys of attempts (Attempt.DerivedKey). Nil
+	// uses the store's own secret, which its migrations create; set it to
+	// share derived keys across stores.
+	Secret []byte
 }
 
 // Engine runs requests of annotated operations through the protocol.
@@ -48,11 +61,14 @@ type Engine[T any] struct {
 	scope      func(*http.Request) (string, error)
 	log        *slog.Logger
 	retryAfter time.Duration
+
+	secretMu sync.Mutex
+	secret   []byte
 }
 
 // NewEngine returns an engine on store.
 func NewEngine[T any](store Store[T], opts Options) *Engine[T] {
-	e := &Engine[T]{store: store, scope: opts.Scope, log: opts.Logger, retryAfter: opts.RetryAfter}
+	e := &Engine[T]{store: store, scope: opts.Scope, log: opts.Logger, retryAfter: opts.RetryAfter, secret: opts.Secret}
 	if e.log == nil {
 		e.log = slog.Default()
 	}
@@ -63,16 +79,45 @@ func NewEngine[T any](store Store[T], opts Options) *Engine[T] {
 }
 
 // Attempt is one execution of an annotated operation's handler, holding
-// the key. T is the store's transaction type.
+// the key; in a phased operation, one phase of it. T is the store's
+// transaction type.
 type Attempt[T any] struct {
-	tx T
-	id ID
+	tx     T
+	id     ID
+	point  string
+	secret []byte
+	nonce  string // the key of derived keys when the request sent none
 }
 
-// Tx is the attempt's transaction. With the Postgres store it is a pgx.Tx
-// whose writes commit together with the stored response; do not commit or
-// roll it back yourself.
+// Tx is the attempt's transaction (in a phased operation, the phase's).
+// With the Postgres store it is a pgx.Tx whose writes commit together with
+// the stored response or recovery point; do not commit or roll it back
+// yourself.
 func (a *Attempt[T]) Tx() T { return a.tx }
+
+// RecoveryPoint is the point this phase starts from: "" in the first
+// phase, the last committed point in the others. Always "" in an atomic
+// operation.
+func (a *Attempt[T]) RecoveryPoint() string { return a.point }
+
+// DerivedKey returns the idempotency key to send with the foreign call
+// name, such as a payment provider's charge: the same in every retry and
+// takeover of this request's key, different for every other key, scope,
+// operation and name, and not computable by the client. For a request
+// sent without a key (its operation's key is optional) it is random.
+func (a *Attempt[T]) DerivedKey(name string) string {
+	key := a.id.Key
+	if key == "" {
+		key = "\x00" + a.nonce // no valid Idempotency-Key starts with a NUL
+	}
+	m := hmac.New(sha256.New, a.secret)
+	for _, s := range []string{"idemgen derived key v1", a.id.Scope, a.id.Operation, key, name} {
+		var n [binary.MaxVarintLen64]byte
+		m.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+		m.Write([]byte(s))
+	}
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
 
 // Key is the request's idempotency key; empty when the operation's key is
 // optional and the request sent none.
@@ -98,47 +143,30 @@ func (e *PanicError) Error() string { return fmt.Sprintf("idem: handler panicked
 // key again, and a key that keeps changing gets a 409.
 const maxTries = 8
 
-// Serve answers one request of op. The *http.Request must be in ctx (see
-// WithRequest); fingerprint is the request's Fingerprint. It returns the
-// response to send, or the handler's error, which the caller answers with
-// a 500.
+// Serve answers one request of an atomic operation op. The *http.Request
+// must be in ctx (see WithRequest); fingerprint is the request's
+// Fingerprint. It returns the response to send, or the handler's error,
+// which the caller answers with a 500.
 func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte, h Handler[T]) (*Response, error) {
-	r := RequestFrom(ctx)
-	if r == nil {
-		return nil, errors.New("idem: no *http.Request in the context; mount the generated handler, which adds it")
+	id, resp, err := e.identify(ctx, op)
+	if resp != nil || err != nil {
+		return resp, err
 	}
-	key, err := ParseKey(r.Header.Values(HeaderKey))
-	switch {
-	case errors.Is(err, ErrNoKey) && op.KeyOptional:
-		return e.runKeyless(ctx, op, h)
-	case errors.Is(err, ErrNoKey):
-		return missingKey(op), nil
-	case err != nil:
-		return invalidKey(err), nil
+	secret, err := e.derivationSecret(ctx)
+	if err != nil {
+		return e.unavailable(ctx, id, "secret", err), nil
 	}
-	scope := ""
-	if e.scope != nil {
-		if scope, err = e.scope(r); err != nil {
-			return scopeProblem(err), nil
-		}
-	}
-	id := ID{Scope: scope, Operation: op.Name, Key: key}
-
-	for range maxTries {
-		rec, err := e.store.Lookup(ctx, id)
+	if id.Key == "" {
+		txn, err := e.store.Begin(ctx)
 		if err != nil {
-			return e.unavailable(ctx, id, "lookup", err), nil
+			return e.unavailable(ctx, id, "begin", err), nil
 		}
-		if rec.Fingerprint != nil && !bytes.Equal(rec.Fingerprint, fingerprint) {
-			return keyReused(), nil
-		}
-		switch rec.State {
-		case Busy:
-			return e.keyInUse(), nil
-		case Completed:
-			replay := *rec.Response
-			replay.Replayed = true
-			return &replay, nil
+		return e.execute(ctx, txn, &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, nonce: nonce()}, h)
+	}
+	for range maxTries {
+		rec, resp := e.lookup(ctx, id, fingerprint)
+		if resp != nil {
+			return resp, nil
 		}
 		txn, err := e.store.Claim(ctx, id, Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease})
 		if errors.Is(err, ErrContended) {
@@ -150,17 +178,84 @@ func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte
 		if rec.State == Abandoned {
 			e.log.InfoContext(ctx, "idem: took over an abandoned attempt", "operation", id.Operation, "scope", id.Scope, "recovery_point", rec.RecoveryPoint)
 		}
-		return e.execute(ctx, txn, &Attempt[T]{tx: txn.Tx(), id: id}, h)
+		return e.execute(ctx, txn, &Attempt[T]{tx: txn.Tx(), id: id, secret: secret}, h)
 	}
 	return e.keyInUse(), nil
 }
 
-func (e *Engine[T]) runKeyless(ctx context.Context, op *Operation, h Handler[T]) (*Response, error) {
-	txn, err := e.store.Begin(ctx)
-	if err != nil {
-		return e.unavailable(ctx, ID{Operation: op.Name}, "begin", err), nil
+// identify validates the request's key and finds its scope. It returns a
+// response when the request is answered already: a 400 for a bad key or
+// scope. An operation whose key is optional gets an ID without a key when
+// the request sent none.
+func (e *Engine[T]) identify(ctx context.Context, op *Operation) (ID, *Response, error) {
+	r := RequestFrom(ctx)
+	if r == nil {
+		return ID{}, nil, errors.New("idem: no *http.Request in the context; mount the generated handler, which adds it")
 	}
-	return e.execute(ctx, txn, &Attempt[T]{tx: txn.Tx(), id: ID{Operation: op.Name}}, h)
+	key, err := ParseKey(r.Header.Values(HeaderKey))
+	switch {
+	case errors.Is(err, ErrNoKey) && op.KeyOptional:
+		return ID{Operation: op.Name}, nil, nil
+	case errors.Is(err, ErrNoKey):
+		return ID{}, missingKey(op), nil
+	case err != nil:
+		return ID{}, invalidKey(err), nil
+	}
+	scope := ""
+	if e.scope != nil {
+		if scope, err = e.scope(r); err != nil {
+			return ID{}, scopeProblem(err), nil
+		}
+	}
+	return ID{Scope: scope, Operation: op.Name, Key: key}, nil, nil
+}
+
+// lookup reads the key and answers a replay, a 409 or a 422 from that one
+// read. A nil response means the key may be claimed.
+func (e *Engine[T]) lookup(ctx context.Context, id ID, fingerprint []byte) (Record, *Response) {
+	rec, err := e.store.Lookup(ctx, id)
+	if err != nil {
+		return rec, e.unavailable(ctx, id, "lookup", err)
+	}
+	if rec.Fingerprint != nil && !bytes.Equal(rec.Fingerprint, fingerprint) {
+		return rec, keyReused()
+	}
+	switch rec.State {
+	case Busy:
+		return rec, e.keyInUse()
+	case Completed:
+		replay := *rec.Response
+		replay.Replayed = true
+		return rec, &replay
+	}
+	return rec, nil
+}
+
+// nonce stands in for the key of an attempt without one, so that its
+// derived keys are unique to it.
+func nonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails, per crypto/rand
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// derivationSecret returns the key of derived keys, reading the store's
+// once per engine.
+func (e *Engine[T]) derivationSecret(ctx context.Context) ([]byte, error) {
+	e.secretMu.Lock()
+	defer e.secretMu.Unlock()
+	if e.secret != nil {
+		return e.secret, nil
+	}
+	secret, err := e.store.Secret(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(secret) == 0 {
+		return nil, errors.New("idem: the store's secret is empty")
+	}
+	e.secret = secret
+	return secret, nil
 }
 
 // execute runs the handler in the attempt and stores its response. A Go

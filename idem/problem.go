@@ -23,6 +23,7 @@ const (
 	TypeKeyReused        = ProblemBase + "idempotency-key-reused"
 	TypeStoreUnavailable = ProblemBase + "store-unavailable"
 	TypeInternal         = ProblemBase + "internal-error"
+	TypeAttemptAbandoned = ProblemBase + "attempt-abandoned"
 )
 
 // ContentTypeProblem is the media type of RFC 9457 problem details.

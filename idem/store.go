@@ -69,6 +69,11 @@ type Claim struct {
 // key, or a record appeared since the lookup. The caller reads the key again.
 var ErrContended = errors.New("idem: key contended")
 
+// ErrLeaseLost reports that a phased attempt no longer holds its key: its
+// lease passed and another attempt took over, or the lease sweeper failed
+// it. The attempt must stop; what it committed stays.
+var ErrLeaseLost = errors.New("idem: lease lost")
+
 // Store is a key store. T is the transaction type an attempt hands to the
 // handler: pgx.Tx for the Postgres store.
 type Store[T any] interface {
@@ -79,9 +84,41 @@ type Store[T any] interface {
 	// TTL has passed or taking over an Abandoned one. It fails with
 	// ErrContended when the key is held or a live record exists.
 	Claim(ctx context.Context, id ID, c Claim) (Txn[T], error)
+	// Lease claims a key for a phased attempt and commits the claim at
+	// once: others see the key busy until the lease passes. Like Claim, it
+	// replaces a record whose TTL has passed, takes over an Abandoned one
+	// (keeping its recovery point) and fails with ErrContended otherwise.
+	Lease(ctx context.Context, id ID, c Claim) (Lease[T], error)
 	// Begin starts an attempt without a key, for an operation whose key is
 	// optional and a request that sent none.
 	Begin(ctx context.Context) (Txn[T], error)
+	// Secret returns the store's key for derived keys: the same in every
+	// process that shares the store, and never sent to clients.
+	Secret(ctx context.Context) ([]byte, error)
+}
+
+// Lease is a phased attempt's committed hold on a key.
+type Lease[T any] interface {
+	// RecoveryPoint is the last point committed for the key when the lease
+	// was taken: "" for a new key, where to resume after a takeover.
+	RecoveryPoint() string
+	// Phase begins the next phase's transaction. It fails with
+	// ErrLeaseLost when the key is no longer this attempt's, and extends
+	// the lease by the claim's Lease otherwise.
+	Phase(ctx context.Context) (Phase[T], error)
+	// Release ends the lease early, keeping what the phases committed, so
+	// that a retry takes over at once.
+	Release(ctx context.Context) error
+}
+
+// Phase is the store's side of one phase of a phased attempt. Complete
+// stores the response and ends the attempt; Abort rolls back the phase's
+// writes but keeps the lease.
+type Phase[T any] interface {
+	Txn[T]
+	// Advance commits the phase's writes together with the recovery point
+	// it reached.
+	Advance(ctx context.Context, point string) error
 }
 
 // Txn is the store's side of one attempt.
@@ -89,7 +126,8 @@ type Txn[T any] interface {
 	// Tx is the transaction the handler's writes join.
 	Tx() T
 	// Complete stores the response and ends the attempt, committing the
-	// handler's writes with it.
+	// handler's writes with it. An attempt without a key (see Begin) stores
+	// nothing and only commits; r may then be nil.
 	Complete(ctx context.Context, r *Response) error
 	// Abort ends the attempt without a response, undoing its claim so a
 	// retry runs again.

@@ -6,7 +6,9 @@
 package memstore
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"sync"
 	"time"
 
@@ -26,9 +28,10 @@ type Options struct {
 
 // Store is an in-memory key store, safe for concurrent use.
 type Store struct {
-	now  func() time.Time
-	mu   sync.Mutex
-	keys map[idem.ID]*entry
+	now    func() time.Time
+	secret []byte
+	mu     sync.Mutex
+	keys   map[idem.ID]*entry
 }
 
 var _ idem.Store[NoTx] = (*Store)(nil)
@@ -38,14 +41,25 @@ type entry struct {
 	inFlight    bool
 	response    *idem.Response
 	expires     time.Time
+
+	// A phased attempt's lease, recovery point and fencing token. An
+	// atomic attempt runs in this process and cannot die without it, so
+	// only a phased one is ever abandoned: by Release, after a handler
+	// error, or when its lease passes while no phase runs.
+	phased     bool
+	running    bool
+	leaseUntil time.Time
+	point      string
+	attempt    int
 }
 
 // New returns an empty store.
 func New(opts Options) *Store {
-	s := &Store{now: opts.Now, keys: make(map[idem.ID]*entry)}
+	s := &Store{now: opts.Now, keys: make(map[idem.ID]*entry), secret: make([]byte, 32)}
 	if s.now == nil {
 		s.now = time.Now
 	}
+	_, _ = rand.Read(s.secret) // never fails, per crypto/rand
 	return s
 }
 
@@ -57,10 +71,10 @@ func (s *Store) Lookup(_ context.Context, id idem.ID) (idem.Record, error) {
 	switch {
 	case e == nil:
 		return idem.Record{State: idem.Absent}, nil
+	case e.inFlight && s.abandoned(e):
+		return idem.Record{State: idem.Abandoned, Fingerprint: e.fingerprint, RecoveryPoint: e.point}, nil
 	case e.inFlight:
-		// An attempt in this process is running: it cannot have died
-		// without the process, so its claim never lapses into Abandoned.
-		return idem.Record{State: idem.Busy, Fingerprint: e.fingerprint}, nil
+		return idem.Record{State: idem.Busy, Fingerprint: e.fingerprint, RecoveryPoint: e.point}, nil
 	default:
 		return idem.Record{State: idem.Completed, Fingerprint: e.fingerprint, Response: e.response}, nil
 	}
@@ -77,22 +91,65 @@ func (s *Store) live(id idem.ID) *entry {
 	return e
 }
 
+// abandoned reports whether an in-flight entry may be taken over. Callers
+// hold mu.
+func (s *Store) abandoned(e *entry) bool {
+	return e.phased && !e.running && !s.now().Before(e.leaseUntil)
+}
+
+// claim records a new attempt on the key: a new entry, a replacement of an
+// abandoned one whose TTL has passed, or a takeover of an abandoned one
+// with the same fingerprint, which keeps its recovery point. Callers hold
+// mu.
+func (s *Store) claim(id idem.ID, c idem.Claim, phased bool) (*entry, error) {
+	now := s.now()
+	old := s.live(id)
+	e := &entry{fingerprint: c.Fingerprint, inFlight: true, expires: now.Add(c.TTL), phased: phased, leaseUntil: now.Add(c.Lease), attempt: 1}
+	switch {
+	case old == nil:
+	case !old.inFlight || !s.abandoned(old):
+		return nil, idem.ErrContended
+	case !now.Before(old.expires):
+		e.attempt = old.attempt + 1
+	case bytes.Equal(old.fingerprint, c.Fingerprint):
+		e.point, e.attempt, e.expires = old.point, old.attempt+1, old.expires
+	default:
+		return nil, idem.ErrContended
+	}
+	s.keys[id] = e
+	return e, nil
+}
+
 // Claim marks the key in flight.
 func (s *Store) Claim(_ context.Context, id idem.ID, c idem.Claim) (idem.Txn[NoTx], error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.live(id) != nil {
-		return nil, idem.ErrContended
+	e, err := s.claim(id, c, false)
+	if err != nil {
+		return nil, err
 	}
-	e := &entry{fingerprint: c.Fingerprint, inFlight: true, expires: s.now().Add(c.TTL)}
-	s.keys[id] = e
 	return &txn{s: s, id: id, e: e}, nil
+}
+
+// Lease marks the key in flight for a phased attempt.
+func (s *Store) Lease(_ context.Context, id idem.ID, c idem.Claim) (idem.Lease[NoTx], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, err := s.claim(id, c, true)
+	if err != nil {
+		return nil, err
+	}
+	return &lease{s: s, id: id, e: e, attempt: e.attempt, point: e.point, lease: c.Lease}, nil
 }
 
 // Begin starts an attempt without a key.
 func (s *Store) Begin(context.Context) (idem.Txn[NoTx], error) {
 	return &txn{s: s}, nil
 }
+
+// Secret returns a key made for this store; derived keys need not outlive
+// it, since its keys do not.
+func (s *Store) Secret(context.Context) ([]byte, error) { return s.secret, nil }
 
 // Len reports how many keys the store holds, expired ones included until
 // they are next read.
@@ -129,6 +186,81 @@ func (t *txn) Abort(context.Context) error {
 	defer t.s.mu.Unlock()
 	if t.s.keys[t.id] == t.e {
 		delete(t.s.keys, t.id)
+	}
+	return nil
+}
+
+// lease is a phased attempt's hold on an entry.
+type lease struct {
+	s       *Store
+	id      idem.ID
+	e       *entry
+	attempt int
+	point   string
+	lease   time.Duration
+}
+
+func (l *lease) RecoveryPoint() string { return l.point }
+
+// owned reports whether the key is still this attempt's: a takeover or a
+// new claim after the TTL puts a new entry in its place. Callers hold mu.
+func (l *lease) owned() bool {
+	return l.s.keys[l.id] == l.e && l.e.inFlight && l.e.attempt == l.attempt
+}
+
+func (l *lease) Phase(context.Context) (idem.Phase[NoTx], error) {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if !l.owned() {
+		return nil, idem.ErrLeaseLost
+	}
+	l.e.running = true
+	l.e.leaseUntil = l.s.now().Add(l.lease)
+	return &phase{l: l}, nil
+}
+
+func (l *lease) Release(context.Context) error {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if l.owned() {
+		l.e.running = false
+		l.e.leaseUntil = l.s.now()
+	}
+	return nil
+}
+
+// phase is one phase of a phased attempt. The store has no transaction to
+// roll back: only the recovery point and the response are recorded.
+type phase struct{ l *lease }
+
+func (p *phase) Tx() NoTx { return NoTx{} }
+
+func (p *phase) Advance(_ context.Context, point string) error {
+	p.l.s.mu.Lock()
+	defer p.l.s.mu.Unlock()
+	if !p.l.owned() {
+		return idem.ErrLeaseLost
+	}
+	p.l.e.point = point
+	p.l.e.running = false
+	return nil
+}
+
+func (p *phase) Complete(_ context.Context, r *idem.Response) error {
+	p.l.s.mu.Lock()
+	defer p.l.s.mu.Unlock()
+	if !p.l.owned() {
+		return idem.ErrLeaseLost
+	}
+	p.l.e.inFlight, p.l.e.running, p.l.e.response = false, false, r
+	return nil
+}
+
+func (p *phase) Abort(context.Context) error {
+	p.l.s.mu.Lock()
+	defer p.l.s.mu.Unlock()
+	if p.l.owned() {
+		p.l.e.running = false
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore/internal/dbsqlc"
@@ -38,6 +39,7 @@ type Store struct {
 }
 
 var _ idem.Store[pgx.Tx] = (*Store)(nil)
+var _ idem.Phase[pgx.Tx] = (*txn)(nil)
 
 // New returns a store on db. The table must exist: see Migrate.
 func New(db DB) *Store {
@@ -93,6 +95,26 @@ func (s *Store) Claim(ctx context.Context, id idem.ID, c idem.Claim) (idem.Txn[p
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
 	q := s.q.WithTx(tx)
+	attempt, _, err := claim(ctx, q, id, c)
+	if err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return &txn{tx: tx, q: q, id: id, attempt: attempt}, nil
+}
+
+// Lease claims the key in a statement of its own, which commits at once.
+func (s *Store) Lease(ctx context.Context, id idem.ID, c idem.Claim) (idem.Lease[pgx.Tx], error) {
+	attempt, point, err := claim(ctx, s.q, id, c)
+	if err != nil {
+		return nil, err
+	}
+	return &lease{s: s, id: id, attempt: attempt, point: point, lease: c.Lease}, nil
+}
+
+// claim runs ClaimKey: inside the attempt's transaction for Claim, on its
+// own for Lease.
+func claim(ctx context.Context, q *dbsqlc.Queries, id idem.ID, c idem.Claim) (attempt int32, point string, err error) {
 	row, err := q.ClaimKey(ctx, dbsqlc.ClaimKeyParams{
 		LockID:      lockID(id),
 		Scope:       id.Scope,
@@ -102,17 +124,22 @@ func (s *Store) Claim(ctx context.Context, id idem.ID, c idem.Claim) (idem.Txn[p
 		LeaseMs:     c.Lease.Milliseconds(),
 		TtlMs:       c.TTL.Milliseconds(),
 	})
-	if err == nil && (!row.Got || !row.RecoveryPoint.Valid) {
-		err = idem.ErrContended
-	}
 	if err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
-		if errors.Is(err, idem.ErrContended) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("pgstore: claim key: %w", err)
+		return 0, "", fmt.Errorf("pgstore: claim key: %w", err)
 	}
-	return &txn{tx: tx, q: q, id: id, claimed: true}, nil
+	if !row.Got || !row.RecoveryPoint.Valid {
+		return 0, "", idem.ErrContended
+	}
+	return row.Attempt.Int32, row.RecoveryPoint.String, nil
+}
+
+// Secret reads the key of derived keys that the migrations created.
+func (s *Store) Secret(ctx context.Context) ([]byte, error) {
+	secret, err := s.q.GetSecret(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: read the derived-key secret (are the migrations applied?): %w", err)
+	}
+	return secret, nil
 }
 
 // Begin starts a transaction for an attempt without a key.
@@ -124,18 +151,20 @@ func (s *Store) Begin(ctx context.Context) (idem.Txn[pgx.Tx], error) {
 	return &txn{tx: tx, q: s.q.WithTx(tx)}, nil
 }
 
+// txn is an attempt's transaction: an atomic attempt's, with its claim,
+// a phase's, or one without a key (attempt 0), which stores nothing.
 type txn struct {
 	tx      pgx.Tx
 	q       *dbsqlc.Queries
 	id      idem.ID
-	claimed bool
+	attempt int32
 }
 
 func (t *txn) Tx() pgx.Tx { return ownedTx{t.tx} }
 
 // Complete stores the response and commits it with the handler's writes.
 func (t *txn) Complete(ctx context.Context, r *idem.Response) error {
-	if t.claimed {
+	if t.attempt != 0 {
 		headers, err := json.Marshal(r.Header)
 		if err != nil {
 			_ = t.tx.Rollback(ctx)
@@ -148,9 +177,10 @@ func (t *txn) Complete(ctx context.Context, r *idem.Response) error {
 			Scope:           t.id.Scope,
 			Operation:       t.id.Operation,
 			Key:             t.id.Key,
+			Attempt:         t.attempt,
 		})
 		if err == nil && n != 1 {
-			err = errors.New("the claim is gone")
+			err = idem.ErrLeaseLost
 		}
 		if err != nil {
 			_ = t.tx.Rollback(ctx)
@@ -167,6 +197,80 @@ func (t *txn) Complete(ctx context.Context, r *idem.Response) error {
 func (t *txn) Abort(ctx context.Context) error {
 	if err := t.tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 		return fmt.Errorf("pgstore: roll back attempt: %w", err)
+	}
+	return nil
+}
+
+// Advance records the recovery point a phase reached and commits it with
+// the phase's writes.
+func (t *txn) Advance(ctx context.Context, point string) error {
+	n, err := t.q.SetRecoveryPoint(ctx, dbsqlc.SetRecoveryPointParams{
+		RecoveryPoint: point,
+		Scope:         t.id.Scope,
+		Operation:     t.id.Operation,
+		Key:           t.id.Key,
+		Attempt:       t.attempt,
+	})
+	if err == nil && n != 1 {
+		err = idem.ErrLeaseLost
+	}
+	if err != nil {
+		_ = t.tx.Rollback(ctx)
+		return fmt.Errorf("pgstore: record recovery point %q: %w", point, err)
+	}
+	if err := t.tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgstore: commit phase: %w", err)
+	}
+	return nil
+}
+
+// lease is a phased attempt's committed claim.
+type lease struct {
+	s       *Store
+	id      idem.ID
+	attempt int32
+	point   string
+	lease   time.Duration
+}
+
+func (l *lease) RecoveryPoint() string { return l.point }
+
+// Phase begins a phase's transaction and starts the phase in it: the
+// key's advisory lock, the fencing check and a fresh lease.
+func (l *lease) Phase(ctx context.Context) (idem.Phase[pgx.Tx], error) {
+	tx, err := l.s.db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: begin phase: %w", err)
+	}
+	q := l.s.q.WithTx(tx)
+	_, err = q.StartPhase(ctx, dbsqlc.StartPhaseParams{
+		LockID:    lockID(l.id),
+		Scope:     l.id.Scope,
+		Operation: l.id.Operation,
+		Key:       l.id.Key,
+		Attempt:   l.attempt,
+		LeaseMs:   l.lease.Milliseconds(),
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = idem.ErrLeaseLost
+	}
+	if err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("pgstore: start phase: %w", err)
+	}
+	return &txn{tx: tx, q: q, id: l.id, attempt: l.attempt}, nil
+}
+
+// Release ends the lease now; the recovery point stays for a retry.
+func (l *lease) Release(ctx context.Context) error {
+	_, err := l.s.q.ReleaseKey(ctx, dbsqlc.ReleaseKeyParams{
+		Scope:     l.id.Scope,
+		Operation: l.id.Operation,
+		Key:       l.id.Key,
+		Attempt:   l.attempt,
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: release lease: %w", err)
 	}
 	return nil
 }

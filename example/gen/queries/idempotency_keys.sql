@@ -29,15 +29,16 @@ LEFT JOIN idempotency_keys AS k
 -- lock makes concurrent duplicates see the key as busy without waiting for
 -- this transaction; got is false when someone else holds it. The row is
 -- inserted, or replaces one whose TTL has passed, or takes over an
--- in-flight row whose lease expired (keeping its recovery point).
--- claimed is false when a live row exists.
+-- in-flight row whose lease expired (keeping its recovery point). Each
+-- claim counts one more attempt, the fencing token of phased attempts.
+-- recovery_point is NULL when a live row exists.
 WITH lock AS (
     SELECT pg_try_advisory_xact_lock(sqlc.arg(lock_id)::bigint) AS got
 ), claimed AS (
     INSERT INTO idempotency_keys AS k
-        (scope, operation, key, fingerprint, status, locked_until, recovery_point, created_at, expires_at)
+        (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, created_at, expires_at)
     SELECT sqlc.arg(scope)::text, sqlc.arg(operation)::text, sqlc.arg(key)::text, sqlc.arg(fingerprint)::bytea,
-        'in_flight', now() + sqlc.arg(lease_ms)::bigint * interval '1 millisecond', '',
+        'in_flight', now() + sqlc.arg(lease_ms)::bigint * interval '1 millisecond', '', 1,
         now(), now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond'
     FROM lock
     WHERE lock.got
@@ -46,6 +47,7 @@ WITH lock AS (
         status = 'in_flight',
         locked_until = excluded.locked_until,
         recovery_point = CASE WHEN k.expires_at <= now() THEN '' ELSE k.recovery_point END,
+        attempt = k.attempt + 1,
         response_status = NULL,
         response_headers = NULL,
         response_body = NULL,
@@ -53,9 +55,9 @@ WITH lock AS (
         expires_at = CASE WHEN k.expires_at <= now() THEN excluded.expires_at ELSE k.expires_at END
     WHERE k.expires_at <= now()
        OR (k.status = 'in_flight' AND k.locked_until <= now() AND k.fingerprint = excluded.fingerprint)
-    RETURNING k.recovery_point
+    RETURNING k.recovery_point, k.attempt
 )
-SELECT lock.got, claimed.recovery_point
+SELECT lock.got, claimed.recovery_point, claimed.attempt
 FROM lock LEFT JOIN claimed ON true;
 
 -- name: CompleteKey :execrows
@@ -67,4 +69,94 @@ SET status = 'completed',
     response_headers = sqlc.arg(response_headers),
     response_body = sqlc.arg(response_body)
 WHERE scope = sqlc.arg(scope) AND operation = sqlc.arg(operation) AND key = sqlc.arg(key)
-  AND status = 'in_flight';
+  AND status = 'in_flight' AND attempt = sqlc.arg(attempt);
+
+-- name: StartPhase :one
+-- Starts a phase of a phased attempt inside the phase's transaction: it
+-- takes the key's advisory lock, so lookups see the key busy and a
+-- takeover cannot start while the phase runs, checks that the row still
+-- belongs to this attempt (no row: the lease was taken over or the
+-- attempt swept), and extends the lease.
+WITH lock AS (
+    SELECT pg_advisory_xact_lock(sqlc.arg(lock_id)::bigint)
+)
+UPDATE idempotency_keys AS k
+SET locked_until = now() + sqlc.arg(lease_ms)::bigint * interval '1 millisecond'
+FROM lock
+WHERE k.scope = sqlc.arg(scope) AND k.operation = sqlc.arg(operation) AND k.key = sqlc.arg(key)
+  AND k.status = 'in_flight' AND k.attempt = sqlc.arg(attempt)
+RETURNING k.recovery_point;
+
+-- name: SetRecoveryPoint :execrows
+-- Records the recovery point a phase reached, in the phase's transaction.
+UPDATE idempotency_keys
+SET recovery_point = sqlc.arg(recovery_point)
+WHERE scope = sqlc.arg(scope) AND operation = sqlc.arg(operation) AND key = sqlc.arg(key)
+  AND status = 'in_flight' AND attempt = sqlc.arg(attempt);
+
+-- name: ReleaseKey :execrows
+-- Ends a phased attempt's lease early, after a handler error, so that a
+-- retry takes over at once and resumes from the recovery point.
+UPDATE idempotency_keys
+SET locked_until = now()
+WHERE scope = sqlc.arg(scope) AND operation = sqlc.arg(operation) AND key = sqlc.arg(key)
+  AND status = 'in_flight' AND attempt = sqlc.arg(attempt);
+
+-- name: GetSecret :one
+-- The key of derived keys, created by the migrations.
+SELECT secret FROM idempotency_secret WHERE id = 1;
+
+-- name: FailAbandoned :many
+-- The lease sweeper: stores a failure response for up to batch_size
+-- in-flight attempts whose lease ended abandoned_for ago or earlier,
+-- oldest first.
+-- Rows a phase holds are skipped, never waited for, so that concurrent
+-- sweepers share the work and the hot path is not blocked.
+WITH abandoned AS (
+    SELECT scope, operation, key, locked_until
+    FROM idempotency_keys
+    WHERE status = 'in_flight' AND locked_until <= now() - sqlc.arg(abandoned_for_ms)::bigint * interval '1 millisecond'
+    ORDER BY locked_until
+    LIMIT sqlc.arg(batch_size)::integer
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE idempotency_keys AS k
+SET status = 'completed',
+    locked_until = NULL,
+    response_status = sqlc.arg(response_status),
+    response_headers = sqlc.arg(response_headers),
+    response_body = sqlc.arg(response_body)
+FROM abandoned AS a
+WHERE k.scope = a.scope AND k.operation = a.operation AND k.key = a.key
+RETURNING k.scope, k.operation, k.key, k.recovery_point, k.attempt, a.locked_until::timestamptz AS lease_ended;
+
+-- name: ListAbandoned :many
+-- Reads what FailAbandoned would change, for reports and dry runs.
+SELECT scope, operation, key, recovery_point, attempt, locked_until::timestamptz AS lease_ended
+FROM idempotency_keys
+WHERE status = 'in_flight' AND locked_until <= now() - sqlc.arg(abandoned_for_ms)::bigint * interval '1 millisecond'
+ORDER BY locked_until
+LIMIT sqlc.arg(max_rows)::integer;
+
+-- name: CountAbandoned :one
+SELECT count(*) FROM idempotency_keys
+WHERE status = 'in_flight' AND locked_until <= now() - sqlc.arg(abandoned_for_ms)::bigint * interval '1 millisecond';
+
+-- name: ReapExpired :execrows
+-- The TTL reaper: deletes up to batch_size completed keys whose TTL has
+-- passed, oldest first. In-flight rows are never touched, and rows another
+-- transaction holds are skipped rather than waited for.
+DELETE FROM idempotency_keys AS k
+USING (
+    SELECT scope, operation, key
+    FROM idempotency_keys
+    WHERE status = 'completed' AND expires_at <= now()
+    ORDER BY expires_at
+    LIMIT sqlc.arg(batch_size)::integer
+    FOR UPDATE SKIP LOCKED
+) AS e
+WHERE k.scope = e.scope AND k.operation = e.operation AND k.key = e.key;
+
+-- name: CountExpired :one
+SELECT count(*) FROM idempotency_keys
+WHERE status = 'completed' AND expires_at <= now();

@@ -16,9 +16,9 @@ WITH lock AS (
     SELECT pg_try_advisory_xact_lock($1::bigint) AS got
 ), claimed AS (
     INSERT INTO idempotency_keys AS k
-        (scope, operation, key, fingerprint, status, locked_until, recovery_point, created_at, expires_at)
+        (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, created_at, expires_at)
     SELECT $2::text, $3::text, $4::text, $5::bytea,
-        'in_flight', now() + $6::bigint * interval '1 millisecond', '',
+        'in_flight', now() + $6::bigint * interval '1 millisecond', '', 1,
         now(), now() + $7::bigint * interval '1 millisecond'
     FROM lock
     WHERE lock.got
@@ -27,6 +27,7 @@ WITH lock AS (
         status = 'in_flight',
         locked_until = excluded.locked_until,
         recovery_point = CASE WHEN k.expires_at <= now() THEN '' ELSE k.recovery_point END,
+        attempt = k.attempt + 1,
         response_status = NULL,
         response_headers = NULL,
         response_body = NULL,
@@ -34,9 +35,9 @@ WITH lock AS (
         expires_at = CASE WHEN k.expires_at <= now() THEN excluded.expires_at ELSE k.expires_at END
     WHERE k.expires_at <= now()
        OR (k.status = 'in_flight' AND k.locked_until <= now() AND k.fingerprint = excluded.fingerprint)
-    RETURNING k.recovery_point
+    RETURNING k.recovery_point, k.attempt
 )
-SELECT lock.got, claimed.recovery_point
+SELECT lock.got, claimed.recovery_point, claimed.attempt
 FROM lock LEFT JOIN claimed ON true
 `
 
@@ -53,14 +54,16 @@ type ClaimKeyParams struct {
 type ClaimKeyRow struct {
 	Got           bool
 	RecoveryPoint pgtype.Text
+	Attempt       pgtype.Int4
 }
 
 // Claims a key inside the attempt's transaction. The exclusive advisory
 // lock makes concurrent duplicates see the key as busy without waiting for
 // this transaction; got is false when someone else holds it. The row is
 // inserted, or replaces one whose TTL has passed, or takes over an
-// in-flight row whose lease expired (keeping its recovery point).
-// claimed is false when a live row exists.
+// in-flight row whose lease expired (keeping its recovery point). Each
+// claim counts one more attempt, the fencing token of phased attempts.
+// recovery_point is NULL when a live row exists.
 func (q *Queries) ClaimKey(ctx context.Context, arg ClaimKeyParams) (ClaimKeyRow, error) {
 	row := q.db.QueryRow(ctx, claimKey,
 		arg.LockID,
@@ -72,7 +75,7 @@ func (q *Queries) ClaimKey(ctx context.Context, arg ClaimKeyParams) (ClaimKeyRow
 		arg.TtlMs,
 	)
 	var i ClaimKeyRow
-	err := row.Scan(&i.Got, &i.RecoveryPoint)
+	err := row.Scan(&i.Got, &i.RecoveryPoint, &i.Attempt)
 	return i, err
 }
 
@@ -84,7 +87,7 @@ SET status = 'completed',
     response_headers = $2,
     response_body = $3
 WHERE scope = $4 AND operation = $5 AND key = $6
-  AND status = 'in_flight'
+  AND status = 'in_flight' AND attempt = $7
 `
 
 type CompleteKeyParams struct {
@@ -94,6 +97,7 @@ type CompleteKeyParams struct {
 	Scope           string
 	Operation       string
 	Key             string
+	Attempt         int32
 }
 
 // Stores the response of the attempt that holds the key.
@@ -105,11 +109,173 @@ func (q *Queries) CompleteKey(ctx context.Context, arg CompleteKeyParams) (int64
 		arg.Scope,
 		arg.Operation,
 		arg.Key,
+		arg.Attempt,
 	)
 	if err != nil {
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const countAbandoned = `-- name: CountAbandoned :one
+SELECT count(*) FROM idempotency_keys
+WHERE status = 'in_flight' AND locked_until <= now() - $1::bigint * interval '1 millisecond'
+`
+
+func (q *Queries) CountAbandoned(ctx context.Context, abandonedForMs int64) (int64, error) {
+	row := q.db.QueryRow(ctx, countAbandoned, abandonedForMs)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const countExpired = `-- name: CountExpired :one
+SELECT count(*) FROM idempotency_keys
+WHERE status = 'completed' AND expires_at <= now()
+`
+
+func (q *Queries) CountExpired(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, countExpired)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const failAbandoned = `-- name: FailAbandoned :many
+WITH abandoned AS (
+    SELECT scope, operation, key, locked_until
+    FROM idempotency_keys
+    WHERE status = 'in_flight' AND locked_until <= now() - $4::bigint * interval '1 millisecond'
+    ORDER BY locked_until
+    LIMIT $5::integer
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE idempotency_keys AS k
+SET status = 'completed',
+    locked_until = NULL,
+    response_status = $1,
+    response_headers = $2,
+    response_body = $3
+FROM abandoned AS a
+WHERE k.scope = a.scope AND k.operation = a.operation AND k.key = a.key
+RETURNING k.scope, k.operation, k.key, k.recovery_point, k.attempt, a.locked_until::timestamptz AS lease_ended
+`
+
+type FailAbandonedParams struct {
+	ResponseStatus  pgtype.Int4
+	ResponseHeaders []byte
+	ResponseBody    []byte
+	AbandonedForMs  int64
+	BatchSize       int32
+}
+
+type FailAbandonedRow struct {
+	Scope         string
+	Operation     string
+	Key           string
+	RecoveryPoint string
+	Attempt       int32
+	LeaseEnded    pgtype.Timestamptz
+}
+
+// The lease sweeper: stores a failure response for up to batch_size
+// in-flight attempts whose lease ended abandoned_for ago or earlier,
+// oldest first.
+// Rows a phase holds are skipped, never waited for, so that concurrent
+// sweepers share the work and the hot path is not blocked.
+func (q *Queries) FailAbandoned(ctx context.Context, arg FailAbandonedParams) ([]FailAbandonedRow, error) {
+	rows, err := q.db.Query(ctx, failAbandoned,
+		arg.ResponseStatus,
+		arg.ResponseHeaders,
+		arg.ResponseBody,
+		arg.AbandonedForMs,
+		arg.BatchSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []FailAbandonedRow
+	for rows.Next() {
+		var i FailAbandonedRow
+		if err := rows.Scan(
+			&i.Scope,
+			&i.Operation,
+			&i.Key,
+			&i.RecoveryPoint,
+			&i.Attempt,
+			&i.LeaseEnded,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const getSecret = `-- name: GetSecret :one
+SELECT secret FROM idempotency_secret WHERE id = 1
+`
+
+// The key of derived keys, created by the migrations.
+func (q *Queries) GetSecret(ctx context.Context) ([]byte, error) {
+	row := q.db.QueryRow(ctx, getSecret)
+	var secret []byte
+	err := row.Scan(&secret)
+	return secret, err
+}
+
+const listAbandoned = `-- name: ListAbandoned :many
+SELECT scope, operation, key, recovery_point, attempt, locked_until::timestamptz AS lease_ended
+FROM idempotency_keys
+WHERE status = 'in_flight' AND locked_until <= now() - $1::bigint * interval '1 millisecond'
+ORDER BY locked_until
+LIMIT $2::integer
+`
+
+type ListAbandonedParams struct {
+	AbandonedForMs int64
+	MaxRows        int32
+}
+
+type ListAbandonedRow struct {
+	Scope         string
+	Operation     string
+	Key           string
+	RecoveryPoint string
+	Attempt       int32
+	LeaseEnded    pgtype.Timestamptz
+}
+
+// Reads what FailAbandoned would change, for reports and dry runs.
+func (q *Queries) ListAbandoned(ctx context.Context, arg ListAbandonedParams) ([]ListAbandonedRow, error) {
+	rows, err := q.db.Query(ctx, listAbandoned, arg.AbandonedForMs, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListAbandonedRow
+	for rows.Next() {
+		var i ListAbandonedRow
+		if err := rows.Scan(
+			&i.Scope,
+			&i.Operation,
+			&i.Key,
+			&i.RecoveryPoint,
+			&i.Attempt,
+			&i.LeaseEnded,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const lookupKey = `-- name: LookupKey :one
@@ -174,4 +340,127 @@ func (q *Queries) LookupKey(ctx context.Context, arg LookupKeyParams) (LookupKey
 		&i.LeaseExpired,
 	)
 	return i, err
+}
+
+const reapExpired = `-- name: ReapExpired :execrows
+DELETE FROM idempotency_keys AS k
+USING (
+    SELECT scope, operation, key
+    FROM idempotency_keys
+    WHERE status = 'completed' AND expires_at <= now()
+    ORDER BY expires_at
+    LIMIT $1::integer
+    FOR UPDATE SKIP LOCKED
+) AS e
+WHERE k.scope = e.scope AND k.operation = e.operation AND k.key = e.key
+`
+
+// The TTL reaper: deletes up to batch_size completed keys whose TTL has
+// passed, oldest first. In-flight rows are never touched, and rows another
+// transaction holds are skipped rather than waited for.
+func (q *Queries) ReapExpired(ctx context.Context, batchSize int32) (int64, error) {
+	result, err := q.db.Exec(ctx, reapExpired, batchSize)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const releaseKey = `-- name: ReleaseKey :execrows
+UPDATE idempotency_keys
+SET locked_until = now()
+WHERE scope = $1 AND operation = $2 AND key = $3
+  AND status = 'in_flight' AND attempt = $4
+`
+
+type ReleaseKeyParams struct {
+	Scope     string
+	Operation string
+	Key       string
+	Attempt   int32
+}
+
+// Ends a phased attempt's lease early, after a handler error, so that a
+// retry takes over at once and resumes from the recovery point.
+func (q *Queries) ReleaseKey(ctx context.Context, arg ReleaseKeyParams) (int64, error) {
+	result, err := q.db.Exec(ctx, releaseKey,
+		arg.Scope,
+		arg.Operation,
+		arg.Key,
+		arg.Attempt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const setRecoveryPoint = `-- name: SetRecoveryPoint :execrows
+UPDATE idempotency_keys
+SET recovery_point = $1
+WHERE scope = $2 AND operation = $3 AND key = $4
+  AND status = 'in_flight' AND attempt = $5
+`
+
+type SetRecoveryPointParams struct {
+	RecoveryPoint string
+	Scope         string
+	Operation     string
+	Key           string
+	Attempt       int32
+}
+
+// Records the recovery point a phase reached, in the phase's transaction.
+func (q *Queries) SetRecoveryPoint(ctx context.Context, arg SetRecoveryPointParams) (int64, error) {
+	result, err := q.db.Exec(ctx, setRecoveryPoint,
+		arg.RecoveryPoint,
+		arg.Scope,
+		arg.Operation,
+		arg.Key,
+		arg.Attempt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const startPhase = `-- name: StartPhase :one
+WITH lock AS (
+    SELECT pg_advisory_xact_lock($6::bigint)
+)
+UPDATE idempotency_keys AS k
+SET locked_until = now() + $1::bigint * interval '1 millisecond'
+FROM lock
+WHERE k.scope = $2 AND k.operation = $3 AND k.key = $4
+  AND k.status = 'in_flight' AND k.attempt = $5
+RETURNING k.recovery_point
+`
+
+type StartPhaseParams struct {
+	LeaseMs   int64
+	Scope     string
+	Operation string
+	Key       string
+	Attempt   int32
+	LockID    int64
+}
+
+// Starts a phase of a phased attempt inside the phase's transaction: it
+// takes the key's advisory lock, so lookups see the key busy and a
+// takeover cannot start while the phase runs, checks that the row still
+// belongs to this attempt (no row: the lease was taken over or the
+// attempt swept), and extends the lease.
+func (q *Queries) StartPhase(ctx context.Context, arg StartPhaseParams) (string, error) {
+	row := q.db.QueryRow(ctx, startPhase,
+		arg.LeaseMs,
+		arg.Scope,
+		arg.Operation,
+		arg.Key,
+		arg.Attempt,
+		arg.LockID,
+	)
+	var recovery_point string
+	err := row.Scan(&recovery_point)
+	return recovery_point, err
 }

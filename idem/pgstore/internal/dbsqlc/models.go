@@ -21,4 +21,10 @@ type IdempotencyKey struct {
 	ResponseBody    []byte
 	CreatedAt       pgtype.Timestamptz
 	ExpiresAt       pgtype.Timestamptz
+	Attempt         int32
+}
+
+type IdempotencySecret struct {
+	ID     int32
+	Secret []byte
 }

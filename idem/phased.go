@@ -1,0 +1,202 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"slices"
+)
+
+// PhaseFunc runs the phase of a phased operation that starts at
+// at.RecoveryPoint(), inside the phase's transaction. It returns the next
+// recovery point to commit with the phase's writes, or the writer of the
+// final response; the generated code dispatches to the user's phase
+// methods.
+type PhaseFunc[T any] func(ctx context.Context, at *Attempt[T]) (next string, w Writer, err error)
+
+// ServePhased answers one request of a phased operation op, whose
+// RecoveryPoints are set. The key is claimed with a lease that commits
+// before the first phase runs, so that others see it busy; each phase then
+// runs in a transaction of its own that commits its writes together with
+// the next recovery point, and the last one stores the response. A retry
+// that finds the lease passed (its process died) takes over and resumes at
+// the first unfinished phase. A Go error or panic in a phase rolls back that
+// phase, releases the lease for a retry to take over, and is returned.
+func (e *Engine[T]) ServePhased(ctx context.Context, op *Operation, fingerprint []byte, run PhaseFunc[T]) (*Response, error) {
+	id, resp, err := e.identify(ctx, op)
+	if resp != nil || err != nil {
+		return resp, err
+	}
+	secret, err := e.derivationSecret(ctx)
+	if err != nil {
+		return e.unavailable(ctx, id, "secret", err), nil
+	}
+	if id.Key == "" {
+		return e.runKeyless(ctx, op, &Attempt[T]{id: id, secret: secret, nonce: nonce()}, run)
+	}
+	for range maxTries {
+		rec, resp := e.lookup(ctx, id, fingerprint)
+		if resp != nil {
+			return resp, nil
+		}
+		lease, err := e.store.Lease(ctx, id, Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease})
+		if errors.Is(err, ErrContended) {
+			continue
+		}
+		if err != nil {
+			return e.unavailable(ctx, id, "claim", err), nil
+		}
+		if rec.State == Abandoned {
+			e.log.InfoContext(ctx, "idem: took over an abandoned attempt", "operation", id.Operation, "scope", id.Scope, "recovery_point", lease.RecoveryPoint())
+		}
+		return e.runPhases(ctx, op, lease, &Attempt[T]{id: id, secret: secret, point: lease.RecoveryPoint()}, run)
+	}
+	return e.keyInUse(), nil
+}
+
+// runPhases runs the phases from at's recovery point to the response.
+func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T], at *Attempt[T], run PhaseFunc[T]) (*Response, error) {
+	// The attempt's bookkeeping ends whatever the client does.
+	endCtx := context.WithoutCancel(ctx)
+	release := func() {
+		if err := lease.Release(endCtx); err != nil {
+			e.log.ErrorContext(ctx, "idem: release lease", "operation", op.Name, "recovery_point", at.point, "error", err)
+		}
+	}
+	for {
+		if err := checkPoint(op, at.point); err != nil {
+			release()
+			return nil, err
+		}
+		ph, err := lease.Phase(ctx)
+		if errors.Is(err, ErrLeaseLost) {
+			return e.leaseLost(ctx, at), nil
+		}
+		if err != nil {
+			// The lease stays: once it passes, a retry takes over.
+			return e.unavailable(ctx, at.id, "begin phase", err), nil
+		}
+		at.tx = ph.Tx()
+		next, resp, err := e.runPhase(ctx, op, ph, at, run)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		if resp != nil {
+			err := ph.Complete(endCtx, resp)
+			switch {
+			case errors.Is(err, ErrLeaseLost):
+				return e.leaseLost(ctx, at), nil
+			case err != nil:
+				return e.unavailable(ctx, at.id, "complete", err), nil
+			}
+			return resp, nil
+		}
+		err = ph.Advance(endCtx, next)
+		switch {
+		case errors.Is(err, ErrLeaseLost):
+			return e.leaseLost(ctx, at), nil
+		case err != nil:
+			return e.unavailable(ctx, at.id, "advance", err), nil
+		}
+		at.point = next
+	}
+}
+
+// runPhase runs one phase and captures its response, if it gave one. On a
+// Go error, a panic or a bad step it rolls the phase back and returns the
+// error.
+func (e *Engine[T]) runPhase(ctx context.Context, op *Operation, ph Txn[T], at *Attempt[T], run PhaseFunc[T]) (next string, resp *Response, err error) {
+	defer func() {
+		p := recover()
+		if p == nil && err == nil {
+			return
+		}
+		if abortErr := ph.Abort(context.WithoutCancel(ctx)); abortErr != nil {
+			e.log.ErrorContext(ctx, "idem: roll back phase", "operation", op.Name, "recovery_point", at.point, "error", abortErr)
+		}
+		if p == nil {
+			return
+		}
+		if p == http.ErrAbortHandler {
+			panic(p)
+		}
+		next, resp, err = "", nil, &PanicError{Value: p, Stack: debug.Stack()}
+	}()
+	next, write, err := run(ctx, at)
+	switch {
+	case err != nil:
+		return "", nil, err
+	case write != nil:
+		resp, err := Capture(write)
+		if err != nil {
+			return "", nil, fmt.Errorf("idem: write %s response: %w", op.Name, err)
+		}
+		return "", resp, nil
+	case next == "":
+		return "", nil, fmt.Errorf("idem: the %s phase of %s returned neither a recovery point nor a response", phaseName(at.point), op.Name)
+	case !after(op, at.point, next):
+		return "", nil, fmt.Errorf("idem: the %s phase of %s returned recovery point %q; expected one of the points after it, %q", phaseName(at.point), op.Name, next, pointsAfter(op, at.point))
+	}
+	return next, nil, nil
+}
+
+// runKeyless runs every phase for a request without a key: each commits
+// on its own, with nothing to resume from.
+func (e *Engine[T]) runKeyless(ctx context.Context, op *Operation, at *Attempt[T], run PhaseFunc[T]) (*Response, error) {
+	for {
+		txn, err := e.store.Begin(ctx)
+		if err != nil {
+			return e.unavailable(ctx, at.id, "begin", err), nil
+		}
+		at.tx = txn.Tx()
+		next, resp, err := e.runPhase(ctx, op, txn, at, run)
+		if err != nil {
+			return nil, err
+		}
+		if err := txn.Complete(context.WithoutCancel(ctx), resp); err != nil {
+			return e.unavailable(ctx, at.id, "commit", err), nil
+		}
+		if resp != nil {
+			return resp, nil
+		}
+		at.point = next
+	}
+}
+
+// checkPoint refuses a stored recovery point the operation does not have,
+// such as one renamed since the attempt began.
+func checkPoint(op *Operation, point string) error {
+	if point == "" || slices.Contains(op.RecoveryPoints, point) {
+		return nil
+	}
+	return fmt.Errorf("idem: %s's key is at recovery point %q, which the operation no longer has (its points are %q); keep a renamed point's old name until its keys have expired", op.Name, point, op.RecoveryPoints)
+}
+
+// after reports whether next is a recovery point later than point.
+func after(op *Operation, point, next string) bool {
+	return slices.Contains(pointsAfter(op, point), next)
+}
+
+func pointsAfter(op *Operation, point string) []string {
+	if point == "" {
+		return op.RecoveryPoints
+	}
+	return op.RecoveryPoints[slices.Index(op.RecoveryPoints, point)+1:]
+}
+
+func phaseName(point string) string {
+	if point == "" {
+		return "first"
+	}
+	return fmt.Sprintf("%q", point)
+}
+
+// leaseLost answers an attempt that lost its key to a takeover: the
+// attempt that holds it now answers the client's retry.
+func (e *Engine[T]) leaseLost(ctx context.Context, at *Attempt[T]) *Response {
+	e.log.WarnContext(ctx, "idem: lease lost; another attempt holds the key now", "operation", at.id.Operation, "scope", at.id.Scope, "recovery_point", at.point)
+	return e.keyInUse()
+}
