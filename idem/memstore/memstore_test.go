@@ -35,6 +35,8 @@ func TestConformance(t *testing.T) {
 			Store: memstore.New(memstore.Options{Now: c.Now}),
 			// Every key in the suite lives an hour; move past it.
 			Expire: func(*testing.T, idem.ID) { c.Add(time.Hour) },
+			// And its leases a minute.
+			ExpireLease: func(*testing.T, idem.ID) { c.Add(time.Minute) },
 		}
 	})
 }

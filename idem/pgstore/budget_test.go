@@ -98,3 +98,78 @@ func TestRoundTripBudget(t *testing.T) {
 	trace.take()
 	check("409", 409, []string{"select"}, serve("k2", "fp"))
 }
+
+// TestRoundTripBudgetPhased counts a phased first execution of three
+// phases (two recovery points): the claim commits on its own, then each
+// phase commits once, the last with the response. Replays of a phased key
+// cost what an atomic one's do: one read-only statement.
+func TestRoundTripBudgetPhased(t *testing.T) {
+	ctx := context.Background()
+	trace := &statements{}
+	pool := newPool(t, trace)
+	if _, err := pool.Exec(ctx, `CREATE TABLE payments (key text PRIMARY KEY, charge text)`); err != nil {
+		t.Fatal(err)
+	}
+	engine := idem.NewEngine(pgstore.New(pool), idem.Options{})
+	op := &idem.Operation{Name: "createPayment", TTL: time.Hour, Lease: time.Minute, RecoveryPoints: []string{"payment_created", "charge_created"}}
+	run := func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (string, idem.Writer, error) {
+		switch at.RecoveryPoint() {
+		case "":
+			_, err := at.Tx().Exec(ctx, `INSERT INTO payments (key) VALUES ($1)`, at.Key())
+			return "payment_created", nil, err
+		case "payment_created":
+			_, err := at.Tx().Exec(ctx, `UPDATE payments SET charge = $2 WHERE key = $1`, at.Key(), at.DerivedKey("charge"))
+			return "charge_created", nil, err
+		}
+		return "", func(w http.ResponseWriter) error {
+			w.WriteHeader(201)
+			return nil
+		}, nil
+	}
+	serve := func(key string) *idem.Response {
+		t.Helper()
+		r := httptest.NewRequest("POST", "/payments", nil)
+		r.Header.Set(idem.HeaderKey, key)
+		resp, err := engine.ServePhased(idem.WithRequest(ctx, r), op, []byte("fp"), run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for i := range 3 {
+		serve("warm" + string(rune('a'+i)))
+		serve("warm" + string(rune('a'+i)))
+	}
+	trace.take()
+
+	resp := serve("k1")
+	got := trace.take()
+	phase := func(write ...string) []string {
+		return append(append([]string{"begin", "with"}, write...), "update", "commit")
+	}
+	want := []string{"select", "with"} // lookup; the claim, committed on its own
+	want = append(want, phase("insert")...)
+	want = append(want, phase("update")...)
+	want = append(want, phase()...)
+	if resp.Status != 201 || !slices.Equal(got, want) {
+		t.Fatalf("phased first execution: %d, statements %v, want %v", resp.Status, got, want)
+	}
+	// The claim commits as a statement of its own; each phase with COMMIT.
+	commits := 1
+	for _, s := range got {
+		if s == "commit" {
+			commits++
+		}
+	}
+	if commits != 4 {
+		t.Fatalf("%d commits, want 4", commits)
+	}
+	t.Logf("phased first execution: %d round trips (2 of them the handler's writes), %d commits: %v", len(got), commits, got)
+
+	if r := serve("k1"); !r.Replayed {
+		t.Fatalf("second request not replayed: %+v", r)
+	}
+	if got := trace.take(); !slices.Equal(got, []string{"select"}) {
+		t.Fatalf("phased replay: statements %v, want one select", got)
+	}
+}

@@ -51,6 +51,14 @@ func TestConformance(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
+			ExpireLease: func(t *testing.T, id idem.ID) {
+				_, err := pool.Exec(context.Background(),
+					`UPDATE idempotency_keys SET locked_until = now() - interval '1 second' WHERE scope = $1 AND operation = $2 AND key = $3`,
+					id.Scope, id.Operation, id.Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+			},
 		}
 	})
 }
