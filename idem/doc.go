@@ -8,4 +8,11 @@
 // from that single read, and otherwise claims the key and runs the handler
 // inside the claim's transaction, storing its response when the handler
 // returns one.
+//
+// A phased operation (mode: phased) goes through [Engine.ServePhased]
+// instead: the claim commits first as a lease, then each phase runs in a
+// transaction of its own that commits its writes with the next recovery
+// point, and a retry after a crash takes over the expired lease and resumes
+// at the first phase that did not commit. [Attempt.DerivedKey] gives the
+// keys for foreign calls made along the way, the same on every retry.
 package idem

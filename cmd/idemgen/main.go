@@ -3,15 +3,23 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/idemgen/idemgen/generator"
+	"github.com/idemgen/idemgen/idem/pgstore"
 )
 
 func main() {
@@ -27,6 +35,11 @@ Usage:
   idemgen check [-config idemgen.yaml]        fail if committed output is stale
   idemgen migrations [-format F] [-dir DIR]   write only the key store's migrations
                                               (F: golang-migrate, the default, or goose)
+  idemgen sweep [-database-url URL] [-abandoned-for 1h] [-fail] [-batch 500] [-dry-run]
+                                              report attempts abandoned partway, or with
+                                              -fail store the attempt-abandoned problem for them
+  idemgen reap [-database-url URL] [-batch 1000] [-dry-run]
+                                              delete stored responses whose TTL has passed
   idemgen help [annotations | config]         explain the spec annotations or the config
 
 Add to a Go file next to the config:
@@ -114,6 +127,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "migrations":
 		return runMigrations(args, stderr)
+	case "sweep", "reap":
+		return runJanitor(cmd, args, stderr)
 	case "generate", "check":
 	default:
 		fmt.Fprintf(stderr, "idemgen: unknown command %q\n\n%s", cmd, usage)
@@ -205,4 +220,121 @@ func runMigrations(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "\t%s\n", f)
 	}
 	return 0
+}
+
+// runJanitor runs one of the key store's background jobs once, by hand or
+// from cron, for servers that do not run a pgstore.Janitor.
+func runJanitor(cmd string, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("idemgen "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	// Not defaulted from the environment, so that -h cannot print a password.
+	databaseURL := fs.String("database-url", "", "the PostgreSQL database of the key store (default $DATABASE_URL)")
+	dryRun := fs.Bool("dry-run", false, "count what would change and change nothing")
+	var (
+		batch int
+		sweep pgstore.SweepOptions
+		reap  pgstore.ReapOptions
+	)
+	if cmd == "sweep" {
+		fs.IntVar(&batch, "batch", 500, "the most rows one statement changes")
+		fs.DurationVar(&sweep.AbandonedFor, "abandoned-for", time.Hour, "how long after its lease ended an in-flight attempt counts as abandoned")
+		fs.BoolVar(&sweep.Fail, "fail", false, "store the attempt-abandoned problem (500) as the response of abandoned attempts; without it they are only reported")
+	} else {
+		fs.IntVar(&batch, "batch", 1000, "the most rows one statement deletes")
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage of idemgen %s:\n", cmd)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	switch {
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "idemgen %s: unexpected arguments %q\n", cmd, fs.Args())
+		return 2
+	case batch <= 0:
+		fmt.Fprintf(stderr, "idemgen %s: -batch must be positive\n", cmd)
+		return 2
+	case sweep.AbandonedFor <= 0 && cmd == "sweep":
+		fmt.Fprintf(stderr, "idemgen %s: -abandoned-for must be positive\n", cmd)
+		return 2
+	}
+	if *databaseURL == "" {
+		*databaseURL = os.Getenv("DATABASE_URL")
+	}
+	if *databaseURL == "" {
+		fmt.Fprintf(stderr, "idemgen %s: no database; set DATABASE_URL or pass -database-url\n", cmd)
+		return 2
+	}
+
+	// An interrupt stops the job between two batches.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	pool, err := pgxpool.New(ctx, *databaseURL)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemgen %s: %v\n", cmd, err)
+		return 2
+	}
+	defer pool.Close()
+	store := pgstore.New(pool)
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+
+	start := time.Now()
+	var summary string
+	if cmd == "sweep" {
+		sweep.BatchSize, sweep.DryRun, sweep.Logger = batch, *dryRun, log
+		res, err := store.Sweep(ctx, sweep)
+		if err != nil {
+			return databaseError(stderr, cmd, err)
+		}
+		switch {
+		case *dryRun:
+			summary = fmt.Sprintf("%s (dry run; nothing changed)", count(res.Abandoned, "abandoned attempt"))
+		case sweep.Fail:
+			summary = fmt.Sprintf("%s marked failed in %s (%s)", count(res.Failed, "abandoned attempt"), count(res.Batches, "batch"), elapsed(start))
+		default:
+			summary = fmt.Sprintf("%s, left for a retry to take over; -fail marks them failed (%s)", count(res.Abandoned, "abandoned attempt"), elapsed(start))
+		}
+	} else {
+		reap.BatchSize, reap.DryRun, reap.Logger = batch, *dryRun, log
+		res, err := store.Reap(ctx, reap)
+		if err != nil {
+			return databaseError(stderr, cmd, err)
+		}
+		if *dryRun {
+			summary = fmt.Sprintf("%s would be deleted (dry run)", count(res.Deleted, "expired key"))
+		} else {
+			summary = fmt.Sprintf("deleted %s in %s (%s)", count(res.Deleted, "expired key"), count(res.Batches, "batch"), elapsed(start))
+		}
+	}
+	fmt.Fprintf(stderr, "idemgen: %s: %s\n", cmd, summary)
+	return 0
+}
+
+// databaseError reports a failed job, naming the fix for the likeliest
+// first failure: a database whose key table was never created.
+func databaseError(stderr io.Writer, cmd string, err error) int {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+		fmt.Fprintf(stderr, "idemgen %s: the key store's table does not exist in this database (%s, SQLSTATE 42P01); "+
+			"apply the key store's migrations: idemgen migrations, or pgstore.Migrate\n", cmd, pgErr.Message)
+		return 1
+	}
+	fmt.Fprintf(stderr, "idemgen %s: %v\n", cmd, err)
+	return 1
+}
+
+// count renders n things, in the plural unless n is 1.
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	if thing == "batch" {
+		return fmt.Sprintf("%d batches", n)
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }

@@ -2,12 +2,21 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/idem/pgstore"
+	"github.com/idemgen/idemgen/internal/pgtest"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // idemgen runs the command and returns its exit code and output.
 func idemgen(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -22,7 +31,7 @@ func TestHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"help"}, []string{"Usage:", "idemgen check", "x-idempotent: true", "x-idempotent:\n", "ttl: 7d"}},
+		{[]string{"help"}, []string{"Usage:", "idemgen check", "idemgen sweep [-database-url URL]", "idemgen reap [", "x-idempotent: true", "x-idempotent:\n", "ttl: 7d"}},
 		{[]string{"help", "annotations"}, []string{"x-idempotent: true", "fingerprint:", "exclude: [/metadata/trace_id]"}},
 		{[]string{"help", "config"}, []string{"spec: openapi.yaml", "format: golang-migrate", "skip-prune: true"}},
 	}
@@ -50,6 +59,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"help", "flags"}, `idemgen: no help on "flags"`},
 		{[]string{"generate", "-confg", "x.yaml"}, "flag provided but not defined: -confg"},
 		{[]string{"check", "extra"}, `idemgen: unexpected arguments ["extra"]`},
+		{[]string{"sweep", "-batch", "0"}, "idemgen sweep: -batch must be positive"},
+		{[]string{"sweep", "-abandoned-for", "-1h"}, "idemgen sweep: -abandoned-for must be positive"},
+		{[]string{"reap", "-fail"}, "flag provided but not defined: -fail"},
+		{[]string{"reap", "now"}, `idemgen reap: unexpected arguments ["now"]`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -226,4 +239,236 @@ func TestMigrationsCommand(t *testing.T) {
 	if code := run([]string{"migrations", "-format", "flyway", "-dir", dir}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), `"flyway" is unknown`) {
 		t.Errorf("unknown format: exit %d, %s", code, stderr.String())
 	}
+}
+
+// keyStore returns the URL of a fresh database with the key store's
+// migrations applied, and a pool on it.
+func keyStore(t *testing.T) (string, *pgxpool.Pool) {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := pgstore.Migrate(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	return url, pool
+}
+
+// insertKeys inserts n keys named prefix-1 to prefix-n; values is the SQL
+// for status, locked_until, response_status and expires_at.
+func insertKeys(t *testing.T, pool *pgxpool.Pool, prefix string, n int, values string) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `INSERT INTO idempotency_keys
+		(scope, operation, key, fingerprint, status, locked_until, response_status, expires_at)
+		SELECT 'tenant', 'createOrder', $1 || '-' || i, 'fp', `+values+`
+		FROM generate_series(1, $2::integer) AS i`, prefix, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rows counts the key table's rows by status and response status, e.g.
+// "completed 500".
+func rows(t *testing.T, pool *pgxpool.Pool) map[string]int {
+	t.Helper()
+	r, err := pool.Query(context.Background(),
+		`SELECT status || ' ' || coalesce(response_status, 0), count(*)::int FROM idempotency_keys GROUP BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got := map[string]int{}
+	for r.Next() {
+		var k string
+		var n int
+		if err := r.Scan(&k, &n); err != nil {
+			t.Fatal(err)
+		}
+		got[k] = n
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// summary is the line a job's output ends with.
+func summary(stderr string) string {
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+func TestSweepCommand(t *testing.T) {
+	url, pool := keyStore(t)
+	insertKeys(t, pool, "abandoned", 3, `'in_flight', now() - interval '2 hours', NULL, now() + interval '1 day'`)
+	insertKeys(t, pool, "recent", 1, `'in_flight', now() - interval '10 minutes', NULL, now() + interval '1 day'`)
+	insertKeys(t, pool, "leased", 1, `'in_flight', now() + interval '1 minute', NULL, now() + interval '1 day'`)
+	untouched := map[string]int{"in_flight 0": 5}
+
+	tests := []struct {
+		name    string
+		args    []string
+		summary string // a regular expression
+		logged  string // logged once per abandoned attempt
+		after   map[string]int
+	}{
+		{
+			name:    "dry run",
+			args:    []string{"sweep", "-database-url", url, "-fail", "-dry-run"},
+			summary: `^idemgen: sweep: 3 abandoned attempts \(dry run; nothing changed\)$`,
+			logged:  `level=WARN msg="idem: abandoned attempt"`,
+			after:   untouched,
+		},
+		{
+			name:    "shorter window",
+			args:    []string{"sweep", "-database-url", url, "-abandoned-for", "5m", "-dry-run"},
+			summary: `^idemgen: sweep: 4 abandoned attempts \(dry run; nothing changed\)$`,
+			after:   untouched,
+		},
+		{
+			name:    "report from DATABASE_URL",
+			args:    []string{"sweep"},
+			summary: `^idemgen: sweep: 3 abandoned attempts, left for a retry to take over; -fail marks them failed ` + timing + `$`,
+			logged:  `level=WARN msg="idem: abandoned attempt"`,
+			after:   untouched,
+		},
+		{
+			name:    "fail",
+			args:    []string{"sweep", "-database-url", url, "-fail", "-batch", "2"},
+			summary: `^idemgen: sweep: 3 abandoned attempts marked failed in 2 batches ` + timing + `$`,
+			logged:  `level=INFO msg="idem: failed abandoned attempt" operation=createOrder scope=tenant key=abandoned-`,
+			after:   map[string]int{"in_flight 0": 2, "completed 500": 3},
+		},
+		{
+			name:    "nothing left",
+			args:    []string{"sweep", "-database-url", url, "-fail"},
+			summary: `^idemgen: sweep: 0 abandoned attempts marked failed in 0 batches ` + timing + `$`,
+			after:   map[string]int{"in_flight 0": 2, "completed 500": 3},
+		},
+	}
+	t.Setenv("DATABASE_URL", url)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := idemgen(t, tt.args...)
+			if code != 0 || stdout != "" {
+				t.Fatalf("exit %d, stdout %q; want 0 and nothing\n%s", code, stdout, stderr)
+			}
+			if re := regexp.MustCompile(tt.summary); !re.MatchString(summary(stderr)) {
+				t.Errorf("the output ends with\n%s\nwant a summary matching %s", summary(stderr), re)
+			}
+			if tt.logged != "" && strings.Count(stderr, tt.logged) != 3 {
+				t.Errorf("the output does not log each of 3 abandoned attempts as %s:\n%s", tt.logged, stderr)
+			}
+			if got := rows(t, pool); !maps.Equal(got, tt.after) {
+				t.Errorf("rows by status %v, want %v", got, tt.after)
+			}
+		})
+	}
+}
+
+func TestReapCommand(t *testing.T) {
+	url, pool := keyStore(t)
+	insertKeys(t, pool, "expired", 5, `'completed', NULL, 201, now() - interval '1 minute'`)
+	insertKeys(t, pool, "live", 1, `'completed', NULL, 201, now() + interval '1 hour'`)
+	// In flight past its TTL: a reap leaves it to the sweeper.
+	insertKeys(t, pool, "stale", 1, `'in_flight', now() - interval '1 day', NULL, now() - interval '1 minute'`)
+
+	tests := []struct {
+		name    string
+		args    []string
+		summary string
+		after   map[string]int
+	}{
+		{
+			name:    "dry run",
+			args:    []string{"reap", "-database-url", url, "-dry-run"},
+			summary: `^idemgen: reap: 5 expired keys would be deleted \(dry run\)$`,
+			after:   map[string]int{"completed 201": 6, "in_flight 0": 1},
+		},
+		{
+			name:    "reap",
+			args:    []string{"reap", "-database-url", url, "-batch", "2"},
+			summary: `^idemgen: reap: deleted 5 expired keys in 3 batches ` + timing + `$`,
+			after:   map[string]int{"completed 201": 1, "in_flight 0": 1},
+		},
+		{
+			name:    "nothing left",
+			args:    []string{"reap", "-database-url", url},
+			summary: `^idemgen: reap: deleted 0 expired keys in 0 batches ` + timing + `$`,
+			after:   map[string]int{"completed 201": 1, "in_flight 0": 1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := idemgen(t, tt.args...)
+			if code != 0 || stdout != "" {
+				t.Fatalf("exit %d, stdout %q; want 0 and nothing\n%s", code, stdout, stderr)
+			}
+			if re := regexp.MustCompile(tt.summary); !re.MatchString(summary(stderr)) {
+				t.Errorf("the output ends with\n%s\nwant a summary matching %s", summary(stderr), re)
+			}
+			if got := rows(t, pool); !maps.Equal(got, tt.after) {
+				t.Errorf("rows by status %v, want %v", got, tt.after)
+			}
+		})
+	}
+	// With nothing to do, the logger stays quiet; the summary line says it.
+	if _, _, stderr := idemgen(t, "reap", "-database-url", url); strings.Contains(stderr, "level=") {
+		t.Errorf("a reap that deleted nothing logged:\n%s", stderr)
+	}
+}
+
+// Without a database, or with one lacking the key table, the jobs say
+// what to do.
+func TestJanitorCommandErrors(t *testing.T) {
+	t.Run("no database", func(t *testing.T) {
+		t.Setenv("DATABASE_URL", "")
+		for _, cmd := range []string{"sweep", "reap"} {
+			code, stdout, stderr := idemgen(t, cmd, "-dry-run")
+			want := "idemgen " + cmd + ": no database; set DATABASE_URL or pass -database-url\n"
+			if code != 2 || stdout != "" || stderr != want {
+				t.Errorf("%s: exit %d, stdout %q, stderr %q; want 2 and %q", cmd, code, stdout, stderr, want)
+			}
+		}
+	})
+	t.Run("no table", func(t *testing.T) {
+		url := pgtest.NewDatabase(t)
+		for _, args := range [][]string{
+			{"sweep", "-database-url", url},
+			{"sweep", "-database-url", url, "-fail"},
+			{"reap", "-database-url", url},
+			{"reap", "-database-url", url, "-dry-run"},
+		} {
+			code, _, stderr := idemgen(t, args...)
+			want := "idemgen " + args[0] + `: the key store's table does not exist in this database (relation "idempotency_keys" does not exist, SQLSTATE 42P01); ` +
+				"apply the key store's migrations: idemgen migrations, or pgstore.Migrate\n"
+			if code != 1 || stderr != want {
+				t.Errorf("%q: exit %d, stderr\n%s\nwant 1 and\n%s", args, code, stderr, want)
+			}
+		}
+	})
+	t.Run("unreachable", func(t *testing.T) {
+		code, _, stderr := idemgen(t, "reap", "-database-url", "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=5")
+		if code != 1 || !strings.HasPrefix(stderr, "idemgen reap: pgstore: reap: ") {
+			t.Errorf("exit %d, stderr\n%s\nwant 1 and the wrapped error", code, stderr)
+		}
+	})
+	t.Run("help", func(t *testing.T) {
+		for cmd, want := range map[string][]string{
+			"sweep": {"-database-url", "$DATABASE_URL", "-abandoned-for", "-fail", "-batch", "(default 500)", "-dry-run"},
+			"reap":  {"-database-url", "-batch", "(default 1000)", "-dry-run"},
+		} {
+			code, _, stderr := idemgen(t, cmd, "-h")
+			if code != 0 {
+				t.Errorf("%s -h: exit %d, want 0", cmd, code)
+			}
+			for _, w := range want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("%s -h does not mention %s:\n%s", cmd, w, stderr)
+				}
+			}
+		}
+	})
 }

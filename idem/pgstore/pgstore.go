@@ -7,6 +7,12 @@
 // claim behind. Concurrent duplicates see the uncommitted claim through a
 // transaction-scoped advisory lock and get their 409 at once, without
 // waiting for the first attempt's transaction.
+//
+// A phased attempt's claim commits on its own, with a lease (locked_until)
+// and a fencing token (attempt); each phase's transaction starts by taking
+// the advisory lock and checking the token, so an attempt whose lease was
+// taken over can commit nothing more. Janitor sweeps abandoned leases and
+// reaps expired keys.
 package pgstore
 
 import (

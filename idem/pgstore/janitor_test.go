@@ -1,0 +1,762 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/pgstore"
+	"github.com/idemgen/idemgen/internal/pgtest"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// How many rows seed inserts in each state. The counts are not multiples
+// of the batch sizes, so the last batch of a run is a short one.
+const (
+	nCompleted        = 1000 // completed, TTL ahead
+	nExpired          = 2300 // completed, TTL passed
+	nLeased           = 700  // in flight, lease ahead
+	nRecent           = 400  // in flight, lease ended minutes ago
+	nAbandoned        = 2100 // in flight, lease ended hours ago
+	nAbandonedExpired = 300  // in flight, lease ended and TTL passed
+
+	nToFail = nAbandoned + nAbandonedExpired
+)
+
+// seed fills the key table with one statement per state. A row's key is
+// its state's name, a slash and its number; scope is tenant-(number mod 7).
+func seed(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	for _, st := range []struct {
+		name, status, lockedUntil, expiresAt string
+		n                                    int
+	}{
+		{"completed", "completed", "NULL", "now() + interval '1 hour'", nCompleted},
+		{"expired", "completed", "NULL", "now() - interval '1 minute' - i * interval '1 second'", nExpired},
+		{"leased", "in_flight", "now() + interval '1 minute'", "now() + interval '1 day'", nLeased},
+		{"recent", "in_flight", "now() - interval '5 minutes'", "now() + interval '1 day'", nRecent},
+		{"abandoned", "in_flight", "now() - interval '2 hours' - i * interval '1 second'", "now() + interval '1 day'", nAbandoned},
+		{"abandonedexpired", "in_flight", "now() - interval '30 hours'", "now() - interval '6 hours'", nAbandonedExpired},
+	} {
+		response := `NULL, NULL, NULL, 'charge_created', 1 + i % 3`
+		if st.status == "completed" {
+			response = `201, '{"Content-Type":["application/json"]}', convert_to('{"id":' || i || '}', 'UTF8'), '', 1`
+		}
+		sql := fmt.Sprintf(`INSERT INTO idempotency_keys
+			(scope, operation, key, fingerprint, status, locked_until,
+			 response_status, response_headers, response_body, recovery_point, attempt, expires_at)
+			SELECT 'tenant-' || i %% 7, 'createPayment', '%s/' || i, 'fp', '%s', %s, %s, %s
+			FROM generate_series(1, $1::integer) AS i`,
+			st.name, st.status, st.lockedUntil, response, st.expiresAt)
+		if _, err := pool.Exec(context.Background(), sql, st.n); err != nil {
+			t.Fatalf("seeding %s: %v", st.name, err)
+		}
+	}
+}
+
+// seeded is what tally returns right after seed.
+func seeded() map[string]int {
+	return map[string]int{
+		"completed/completed/201":      nCompleted,
+		"expired/completed/201":        nExpired,
+		"leased/in_flight/0":           nLeased,
+		"recent/in_flight/0":           nRecent,
+		"abandoned/in_flight/0":        nAbandoned,
+		"abandonedexpired/in_flight/0": nAbandonedExpired,
+	}
+}
+
+// tally counts the table's rows by seeded state, status and response
+// status, e.g. "abandoned/completed/500". Rows the test adds by hand have
+// no slash in their key and count under the whole key.
+func tally(t *testing.T, pool *pgxpool.Pool) map[string]int {
+	t.Helper()
+	rows, _ := pool.Query(context.Background(), `
+		SELECT split_part(key, '/', 1) || '/' || status || '/' || coalesce(response_status, 0), count(*)::int
+		FROM idempotency_keys GROUP BY 1`)
+	got := map[string]int{}
+	var (
+		k string
+		n int
+	)
+	_, err := pgx.ForEachRow(rows, []any{&k, &n}, func() error { got[k] = n; return nil })
+	if err != nil {
+		t.Fatalf("tally: %v", err)
+	}
+	return got
+}
+
+// move moves n rows (all when n < 0) from one tally entry to another.
+func move(m map[string]int, from, to string, n int) {
+	if n < 0 {
+		n = m[from]
+	}
+	m[from] -= n
+	if m[from] == 0 {
+		delete(m, from)
+	}
+	m[to] += n
+}
+
+func checkTally(t *testing.T, pool *pgxpool.Pool, want map[string]int) {
+	t.Helper()
+	if got := tally(t, pool); !maps.Equal(got, want) {
+		t.Errorf("rows by state/status/response:\n got %v\nwant %v", got, want)
+	}
+}
+
+func batches(n, size int) int { return (n + size - 1) / size }
+
+// logs records what a logger receives, at every level.
+type logs struct {
+	mu   sync.Mutex
+	recs []logged
+}
+
+type logged struct {
+	level slog.Level
+	msg   string
+	attrs map[string]any
+}
+
+func (l *logs) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logs) WithAttrs([]slog.Attr) slog.Handler       { panic("unused") }
+func (l *logs) WithGroup(string) slog.Handler            { panic("unused") }
+
+func (l *logs) Handle(_ context.Context, r slog.Record) error {
+	rec := logged{level: r.Level, msg: r.Message, attrs: map[string]any{}}
+	r.Attrs(func(a slog.Attr) bool {
+		rec.attrs[a.Key] = a.Value.Any()
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, rec)
+	return nil
+}
+
+func (l *logs) logger() *slog.Logger { return slog.New(l) }
+
+// with returns the records with message msg.
+func (l *logs) with(msg string) []logged {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []logged
+	for _, r := range l.recs {
+		if r.msg == msg {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// checkAbandonedRecord checks that rec is the stored attempt-abandoned
+// problem, decoded as a client would.
+func checkAbandonedRecord(t *testing.T, rec idem.Record) {
+	t.Helper()
+	if rec.State != idem.Completed || rec.Response == nil {
+		t.Fatalf("record %+v, want completed with a response", rec)
+	}
+	if rec.Response.Status != 500 {
+		t.Errorf("status %d, want 500", rec.Response.Status)
+	}
+	if ct := rec.Response.Header.Get("Content-Type"); ct != idem.ContentTypeProblem {
+		t.Errorf("Content-Type %q, want %q", ct, idem.ContentTypeProblem)
+	}
+	var p idem.Problem
+	if err := json.Unmarshal(rec.Response.Body, &p); err != nil {
+		t.Fatalf("body %s: %v", rec.Response.Body, err)
+	}
+	if p.Type != idem.TypeAttemptAbandoned || p.Status != 500 || p.Title != "Attempt abandoned" {
+		t.Errorf("problem %+v, want type %s, status 500", p, idem.TypeAttemptAbandoned)
+	}
+	for _, w := range []string{"stopped partway", "will not be resumed", "remains in effect", "state of the resource", "new request with a new Idempotency-Key"} {
+		if !strings.Contains(p.Detail, w) {
+			t.Errorf("detail %q does not say %q", p.Detail, w)
+		}
+	}
+}
+
+var liveClaim = idem.Claim{Fingerprint: []byte("fp"), TTL: time.Hour, Lease: time.Minute}
+
+// ageLease makes id's committed lease look three hours over.
+func ageLease(t *testing.T, pool *pgxpool.Pool, id idem.ID) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(),
+		`UPDATE idempotency_keys SET locked_until = now() - interval '3 hours' WHERE scope = $1 AND operation = $2 AND key = $3`,
+		id.Scope, id.Operation, id.Key); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hold locks id's row in a transaction of its own, as a running phase or
+// claim would, until the returned transaction ends.
+func hold(t *testing.T, pool *pgxpool.Pool, id idem.ID) pgx.Tx {
+	t.Helper()
+	tx, err := pool.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	var n int
+	if err := tx.QueryRow(context.Background(),
+		`SELECT 1 FROM idempotency_keys WHERE scope = $1 AND operation = $2 AND key = $3 FOR UPDATE`,
+		id.Scope, id.Operation, id.Key).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// bounded gives a test's database calls a deadline, so that a janitor
+// that waited for a held row fails the test instead of hanging it.
+func bounded(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Sweep with Fail stores the attempt-abandoned problem for exactly the
+// attempts whose lease ended longer than AbandonedFor ago, in batches, and
+// never touches a row a transaction holds.
+func TestSweepFailsAbandonedAttempts(t *testing.T) {
+	ctx := bounded(t)
+	pool := newPool(t, nil)
+	store := pgstore.New(pool)
+	seed(t, pool)
+
+	// A phase running long past its lease: the committed lease looks over,
+	// but the phase's transaction holds the row (and has a fresh lease
+	// that is not committed yet).
+	phaseID := idem.ID{Scope: "live", Operation: "createPayment", Key: "live-phase"}
+	phaseLease, err := store.Lease(ctx, phaseID, liveClaim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ageLease(t, pool, phaseID)
+	phase, err := phaseLease.Phase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = phase.Abort(context.Background()) })
+
+	// An abandoned attempt that another transaction holds right now.
+	heldID := idem.ID{Scope: "live", Operation: "createPayment", Key: "live-held"}
+	heldLease, err := store.Lease(ctx, heldID, liveClaim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ageLease(t, pool, heldID)
+	holder := hold(t, pool, heldID)
+
+	// A phased attempt between two phases, its lease running.
+	leasedID := idem.ID{Scope: "live", Operation: "createPayment", Key: "live-lease"}
+	if _, err := store.Lease(ctx, leasedID, liveClaim); err != nil {
+		t.Fatal(err)
+	}
+
+	want := seeded()
+	want["live-phase/in_flight/0"] = 1
+	want["live-held/in_flight/0"] = 1
+	want["live-lease/in_flight/0"] = 1
+	checkTally(t, pool, want)
+
+	log := &logs{}
+	res, err := store.Sweep(ctx, pgstore.SweepOptions{Fail: true, BatchSize: 500, Logger: log.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantRes := (pgstore.SweepResult{Failed: nToFail, Batches: batches(nToFail, 500)}); res != wantRes {
+		t.Errorf("Sweep = %+v, want %+v", res, wantRes)
+	}
+	move(want, "abandoned/in_flight/0", "abandoned/completed/500", -1)
+	move(want, "abandonedexpired/in_flight/0", "abandonedexpired/completed/500", -1)
+	checkTally(t, pool, want)
+
+	// A retry of a failed attempt gets the problem instead of resuming.
+	rec, err := store.Lookup(ctx, idem.ID{Scope: "tenant-1", Operation: "createPayment", Key: "abandoned/1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAbandonedRecord(t, rec)
+	// One whose lease ended recently is still there to be taken over.
+	rec, err = store.Lookup(ctx, idem.ID{Scope: "tenant-1", Operation: "createPayment", Key: "recent/1"})
+	if err != nil || rec.State != idem.Abandoned || rec.RecoveryPoint != "charge_created" {
+		t.Errorf("Lookup(recent/1) = %+v, %v; want abandoned at charge_created", rec, err)
+	}
+
+	// Each failed attempt is logged with what finds it, then one summary.
+	failed := log.with("idem: failed abandoned attempt")
+	if len(failed) != nToFail {
+		t.Errorf("%d failed attempts logged, want %d", len(failed), nToFail)
+	}
+	if len(failed) > 0 {
+		r := failed[0]
+		// The oldest lease goes first: an abandoned-and-expired row.
+		if r.level != slog.LevelInfo || r.attrs["operation"] != "createPayment" ||
+			!strings.HasPrefix(fmt.Sprint(r.attrs["key"]), "abandonedexpired/") || !strings.HasPrefix(fmt.Sprint(r.attrs["scope"]), "tenant-") ||
+			r.attrs["recovery_point"] != "charge_created" || r.attrs["attempt"] == nil {
+			t.Errorf("first failed attempt logged as %+v", r)
+		}
+		if ended, ok := r.attrs["lease_ended"].(time.Time); !ok || time.Since(ended) < 29*time.Hour {
+			t.Errorf("lease_ended = %v, want about 30 hours ago", r.attrs["lease_ended"])
+		}
+	}
+	summary := log.with("idem: swept abandoned attempts")
+	if len(summary) != 1 || summary[0].level != slog.LevelInfo ||
+		summary[0].attrs["failed"] != int64(nToFail) || summary[0].attrs["batches"] != int64(res.Batches) || summary[0].attrs["took"] == nil {
+		t.Errorf("summary logged as %+v", summary)
+	}
+
+	// The running phase finishes as if no sweep had run.
+	if err := phase.Complete(ctx, &idem.Response{Status: 201, Header: http.Header{}, Body: []byte(`{"id":"p"}`)}); err != nil {
+		t.Fatalf("completing the running phase after a sweep: %v", err)
+	}
+	if rec, err := store.Lookup(ctx, phaseID); err != nil || rec.State != idem.Completed || rec.Response.Status != 201 {
+		t.Errorf("Lookup(live-phase) = %+v, %v; want its own 201", rec, err)
+	}
+	if rec, err := store.Lookup(ctx, leasedID); err != nil || rec.State != idem.Busy {
+		t.Errorf("Lookup(live-lease) = %+v, %v; want busy", rec, err)
+	}
+
+	// Once let go, the held attempt is failed by the next sweep, and the
+	// attempt it belonged to has lost its lease.
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err = store.Sweep(ctx, pgstore.SweepOptions{Fail: true, BatchSize: 500, Logger: log.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantRes := (pgstore.SweepResult{Failed: 1, Batches: 1}); res != wantRes {
+		t.Errorf("second Sweep = %+v, want %+v", res, wantRes)
+	}
+	if _, err := heldLease.Phase(ctx); !errors.Is(err, idem.ErrLeaseLost) {
+		t.Errorf("Phase of a swept attempt = %v, want ErrLeaseLost", err)
+	}
+	rec, err = store.Lookup(ctx, heldID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAbandonedRecord(t, rec)
+	move(want, "live-held/in_flight/0", "live-held/completed/500", 1)
+	move(want, "live-phase/in_flight/0", "live-phase/completed/201", 1)
+	checkTally(t, pool, want)
+}
+
+// Without Fail, or with DryRun, Sweep counts and logs the abandoned
+// attempts and changes nothing; so does Reap with DryRun.
+func TestSweepAndReapReportOnly(t *testing.T) {
+	ctx := bounded(t)
+	pool := newPool(t, nil)
+	store := pgstore.New(pool)
+	seed(t, pool)
+	want := seeded()
+
+	for _, tt := range []struct {
+		name string
+		opts pgstore.SweepOptions
+		want int
+	}{
+		{"zero value", pgstore.SweepOptions{}, nToFail},
+		{"fail dry run", pgstore.SweepOptions{Fail: true, DryRun: true, BatchSize: 7}, nToFail},
+		{"shorter window", pgstore.SweepOptions{AbandonedFor: time.Minute, DryRun: true}, nToFail + nRecent},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			log := &logs{}
+			tt.opts.Logger = log.logger()
+			res, err := store.Sweep(ctx, tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wantRes := (pgstore.SweepResult{Abandoned: tt.want}); res != wantRes {
+				t.Errorf("Sweep = %+v, want %+v", res, wantRes)
+			}
+			checkTally(t, pool, want)
+
+			listed := log.with("idem: abandoned attempt")
+			if len(listed) != 100 {
+				t.Errorf("%d abandoned attempts logged, want the oldest 100", len(listed))
+			}
+			for _, r := range listed {
+				if r.level != slog.LevelWarn || !strings.HasPrefix(fmt.Sprint(r.attrs["key"]), "abandonedexpired/") ||
+					r.attrs["recovery_point"] != "charge_created" || r.attrs["lease_ended"] == nil {
+					t.Errorf("abandoned attempt logged as %+v", r)
+					break
+				}
+			}
+			summary := log.with("idem: found abandoned attempts")
+			if len(summary) != 1 || summary[0].level != slog.LevelInfo ||
+				summary[0].attrs["abandoned"] != int64(tt.want) || summary[0].attrs["logged"] != int64(100) ||
+				summary[0].attrs["dry_run"] != tt.opts.DryRun {
+				t.Errorf("summary logged as %+v", summary)
+			}
+		})
+	}
+
+	log := &logs{}
+	res, err := store.Reap(ctx, pgstore.ReapOptions{DryRun: true, Logger: log.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantRes := (pgstore.ReapResult{Deleted: nExpired}); res != wantRes {
+		t.Errorf("Reap dry run = %+v, want %+v", res, wantRes)
+	}
+	if s := log.with("idem: found expired keys"); len(s) != 1 || s[0].attrs["expired"] != int64(nExpired) || s[0].attrs["dry_run"] != true {
+		t.Errorf("dry run summary logged as %+v", s)
+	}
+	checkTally(t, pool, want)
+}
+
+// Reap deletes exactly the completed keys whose TTL has passed, in
+// batches, skipping a row a claim holds. In-flight rows past their TTL
+// stay until a sweep fails them.
+func TestReapDeletesExpiredKeys(t *testing.T) {
+	ctx := bounded(t)
+	pool := newPool(t, nil)
+	store := pgstore.New(pool)
+	seed(t, pool)
+
+	// A request reusing an expired key: its claim replaces the row in a
+	// transaction that is still open.
+	claimID := idem.ID{Scope: "tenant-1", Operation: "createPayment", Key: "expired/1"}
+	txn, err := store.Claim(ctx, claimID, liveClaim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = txn.Abort(context.Background()) })
+
+	log := &logs{}
+	res, err := store.Reap(ctx, pgstore.ReapOptions{BatchSize: 1000, Logger: log.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantRes := (pgstore.ReapResult{Deleted: nExpired - 1, Batches: batches(nExpired-1, 1000)}); res != wantRes {
+		t.Errorf("Reap = %+v, want %+v", res, wantRes)
+	}
+	want := seeded()
+	want["expired/completed/201"] = 1
+	checkTally(t, pool, want)
+	summary := log.with("idem: reaped expired keys")
+	if len(summary) != 1 || summary[0].level != slog.LevelInfo || summary[0].attrs["deleted"] != int64(res.Deleted) ||
+		summary[0].attrs["batches"] != int64(res.Batches) || summary[0].attrs["took"] == nil {
+		t.Errorf("summary logged as %+v", summary)
+	}
+
+	// The claim commits its new response, which the reaper left alone.
+	if err := txn.Complete(ctx, &idem.Response{Status: 201, Header: http.Header{}, Body: []byte(`{"id":"new"}`)}); err != nil {
+		t.Fatalf("completing the claim after a reap: %v", err)
+	}
+	if rec, err := store.Lookup(ctx, claimID); err != nil || rec.State != idem.Completed || string(rec.Response.Body) != `{"id":"new"}` {
+		t.Errorf("Lookup(expired/1) = %+v, %v; want the new response", rec, err)
+	}
+
+	// Failed by a sweep, in-flight rows past their TTL are reaped next.
+	if _, err := store.Sweep(ctx, pgstore.SweepOptions{Fail: true, Logger: log.logger()}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = store.Reap(ctx, pgstore.ReapOptions{Logger: log.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantRes := (pgstore.ReapResult{Deleted: nAbandonedExpired, Batches: 1}); res != wantRes {
+		t.Errorf("Reap after Sweep = %+v, want %+v", res, wantRes)
+	}
+	delete(want, "abandonedexpired/in_flight/0")
+	move(want, "abandoned/in_flight/0", "abandoned/completed/500", -1)
+	checkTally(t, pool, want)
+}
+
+// Janitors running at once share the work: each row is failed or deleted
+// by exactly one of them.
+func TestConcurrentJanitorsShareTheWork(t *testing.T) {
+	ctx := bounded(t)
+	pool := newPool(t, nil)
+	store := pgstore.New(pool)
+	seed(t, pool)
+	const runners = 4
+	log := &logs{}
+
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		swept [runners]pgstore.SweepResult
+		reap  [runners]pgstore.ReapResult
+		errs  [runners]error
+	)
+	for i := range runners {
+		wg.Go(func() {
+			<-start
+			swept[i], errs[i] = store.Sweep(ctx, pgstore.SweepOptions{Fail: true, BatchSize: 100, Logger: log.logger()})
+		})
+	}
+	close(start)
+	wg.Wait()
+	total := 0
+	for i := range runners {
+		if errs[i] != nil {
+			t.Fatalf("runner %d: %v", i, errs[i])
+		}
+		total += swept[i].Failed
+	}
+	t.Logf("sweeps: %+v", swept)
+	if total != nToFail {
+		t.Errorf("runners failed %d attempts in all (%+v), want %d", total, swept, nToFail)
+	}
+	seen := map[string]int{}
+	for _, r := range log.with("idem: failed abandoned attempt") {
+		seen[fmt.Sprint(r.attrs["scope"], " ", r.attrs["key"])]++
+	}
+	if len(seen) != nToFail {
+		t.Errorf("%d distinct attempts failed, want %d", len(seen), nToFail)
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Errorf("%s failed %d times", k, n)
+		}
+	}
+	want := seeded()
+	move(want, "abandoned/in_flight/0", "abandoned/completed/500", -1)
+	move(want, "abandonedexpired/in_flight/0", "abandonedexpired/completed/500", -1)
+	checkTally(t, pool, want)
+
+	start = make(chan struct{})
+	for i := range runners {
+		wg.Go(func() {
+			<-start
+			reap[i], errs[i] = store.Reap(ctx, pgstore.ReapOptions{BatchSize: 100, Logger: log.logger()})
+		})
+	}
+	close(start)
+	wg.Wait()
+	total = 0
+	for i := range runners {
+		if errs[i] != nil {
+			t.Fatalf("runner %d: %v", i, errs[i])
+		}
+		total += reap[i].Deleted
+	}
+	t.Logf("reaps: %+v", reap)
+	if wantDeleted := nExpired + nAbandonedExpired; total != wantDeleted {
+		t.Errorf("runners deleted %d keys in all (%+v), want %d", total, reap, wantDeleted)
+	}
+	delete(want, "expired/completed/201")
+	delete(want, "abandonedexpired/completed/500")
+	checkTally(t, pool, want)
+}
+
+// cancelAfter cancels a context once the first statement named query (its
+// sqlc name) has finished.
+type cancelAfter struct {
+	query  string
+	cancel context.CancelFunc
+}
+
+type namedQuery struct{}
+
+func (c *cancelAfter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, namedQuery{}, strings.HasPrefix(d.SQL, "-- name: "+c.query+" "))
+}
+
+func (c *cancelAfter) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	if ctx.Value(namedQuery{}) == true && d.Err == nil && c.cancel != nil {
+		c.cancel()
+	}
+}
+
+// A sweep or reap whose context ends stops after the batch in progress and
+// reports what it did.
+func TestSweepAndReapStopBetweenBatches(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	for _, tt := range []struct {
+		query string
+		run   func(context.Context, *pgstore.Store) (done, batches int, err error)
+		done  int
+		// moved changes seeded() into what the stopped run leaves.
+		moved func(map[string]int)
+	}{
+		{
+			query: "FailAbandoned",
+			run: func(ctx context.Context, s *pgstore.Store) (int, int, error) {
+				res, err := s.Sweep(ctx, pgstore.SweepOptions{Fail: true, BatchSize: 500, Logger: quiet})
+				return res.Failed, res.Batches, err
+			},
+			done: 500,
+			// The oldest leases go first.
+			moved: func(m map[string]int) {
+				move(m, "abandonedexpired/in_flight/0", "abandonedexpired/completed/500", -1)
+				move(m, "abandoned/in_flight/0", "abandoned/completed/500", 500-nAbandonedExpired)
+			},
+		},
+		{
+			query: "ReapExpired",
+			run: func(ctx context.Context, s *pgstore.Store) (int, int, error) {
+				res, err := s.Reap(ctx, pgstore.ReapOptions{BatchSize: 1000, Logger: quiet})
+				return res.Deleted, res.Batches, err
+			},
+			done:  1000,
+			moved: func(m map[string]int) { m["expired/completed/201"] -= 1000 },
+		},
+	} {
+		t.Run(tt.query, func(t *testing.T) {
+			tracer := &cancelAfter{query: tt.query}
+			pool := newPool(t, tracer)
+			seed(t, pool)
+			ctx, cancel := context.WithCancel(bounded(t))
+			defer cancel()
+			tracer.cancel = cancel
+			done, n, err := tt.run(ctx, pgstore.New(pool))
+			if !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "pgstore: ") {
+				t.Errorf("err = %v, want a wrapped context.Canceled", err)
+			}
+			if done != tt.done || n != 1 {
+				t.Errorf("did %d rows in %d batches, want %d in 1", done, n, tt.done)
+			}
+			want := seeded()
+			tt.moved(want)
+			checkTally(t, pool, want)
+		})
+	}
+}
+
+func TestInvalidOptions(t *testing.T) {
+	ctx := bounded(t)
+	store := pgstore.New(newPool(t, nil))
+	quiet := slog.New(slog.DiscardHandler)
+	for name, err := range map[string]error{
+		"negative sweep batch": func() error {
+			_, err := store.Sweep(ctx, pgstore.SweepOptions{BatchSize: -1, Logger: quiet})
+			return err
+		}(),
+		"huge sweep batch": func() error {
+			_, err := store.Sweep(ctx, pgstore.SweepOptions{Fail: true, BatchSize: 1 << 40, Logger: quiet})
+			return err
+		}(),
+		"negative window": func() error {
+			_, err := store.Sweep(ctx, pgstore.SweepOptions{AbandonedFor: -time.Minute, Logger: quiet})
+			return err
+		}(),
+		"negative reap batch": func() error {
+			_, err := store.Reap(ctx, pgstore.ReapOptions{BatchSize: -5, Logger: quiet})
+			return err
+		}(),
+		"negative interval": pgstore.NewJanitor(store, pgstore.JanitorOptions{Interval: -time.Second, Logger: quiet}).Run(ctx),
+		"janitor batch":     pgstore.NewJanitor(store, pgstore.JanitorOptions{Reap: pgstore.ReapOptions{BatchSize: -1}, Logger: quiet}).Run(ctx),
+	} {
+		if err == nil || !strings.HasPrefix(err.Error(), "pgstore: ") {
+			t.Errorf("%s: err = %v, want a pgstore error", name, err)
+		}
+	}
+}
+
+// waitFor polls until cond holds, failing the test after a deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// countRows returns the number of rows where cond holds.
+func countRows(t *testing.T, pool *pgxpool.Pool, cond string) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM idempotency_keys WHERE `+cond).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// runJanitor starts j and returns a function that stops it and returns
+// what Run returned.
+func runJanitor(t *testing.T, j *pgstore.Janitor) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- j.Run(ctx) }()
+	t.Cleanup(cancel)
+	return func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("Run did not return after its context ended")
+			return nil
+		}
+	}
+}
+
+// A janitor sweeps and reaps at once and then at every tick, until its
+// context ends.
+func TestJanitorRun(t *testing.T) {
+	pool := newPool(t, nil)
+	seed(t, pool)
+	log := &logs{}
+	stop := runJanitor(t, pgstore.NewJanitor(pgstore.New(pool), pgstore.JanitorOptions{
+		Interval: 10 * time.Millisecond,
+		Sweep:    pgstore.SweepOptions{Fail: true},
+		Logger:   log.logger(),
+	}))
+
+	waitFor(t, "expired keys to be reaped", func() bool {
+		return countRows(t, pool, `expires_at <= now()`) == 0
+	})
+	// Later runs find nothing; that they happen shows it keeps ticking.
+	waitFor(t, "three reaps", func() bool { return len(log.with("idem: reaped expired keys")) >= 3 })
+	if err := stop(); err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+	if errs := append(log.with("idem: janitor: sweep failed; retrying at the next run"), log.with("idem: janitor: reap failed; retrying at the next run")...); len(errs) > 0 {
+		t.Errorf("janitor logged failures: %+v", errs)
+	}
+	want := seeded()
+	delete(want, "expired/completed/201")
+	delete(want, "abandonedexpired/in_flight/0")
+	move(want, "abandoned/in_flight/0", "abandoned/completed/500", -1)
+	checkTally(t, pool, want)
+}
+
+// A failing run is logged and the janitor carries on: once the table
+// exists, the next runs do their work.
+func TestJanitorSurvivesFailingRuns(t *testing.T) {
+	pool := pgtest.NewPool(t) // no migrations yet
+	log := &logs{}
+	stop := runJanitor(t, pgstore.NewJanitor(pgstore.New(pool), pgstore.JanitorOptions{
+		Interval: 10 * time.Millisecond,
+		Logger:   log.logger(),
+	}))
+	waitFor(t, "two failed sweeps", func() bool {
+		return len(log.with("idem: janitor: sweep failed; retrying at the next run")) >= 2
+	})
+	if fails := log.with("idem: janitor: reap failed; retrying at the next run"); len(fails) == 0 || fails[0].level != slog.LevelError ||
+		!strings.Contains(fmt.Sprint(fails[0].attrs["error"]), "pgstore: reap:") {
+		t.Errorf("reap failures logged as %+v", fails)
+	}
+
+	if err := pgstore.Migrate(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	seed(t, pool)
+	waitFor(t, "expired keys to be reaped", func() bool {
+		return countRows(t, pool, `status = 'completed' AND expires_at <= now()`) == 0
+	})
+	if err := stop(); err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+}
