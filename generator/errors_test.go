@@ -181,18 +181,61 @@ func TestGenerateRejectsBadAnnotations(t *testing.T) {
 			msg: "x-idempotent on POST /things: fingerprint.exclude /name: the operation has no JSON request body to exclude from",
 		},
 		{
-			name: "phased mode",
+			name: "phase method named like an operation",
 			operation: `    post:
       operationId: createThing
       x-idempotent:
         mode: phased
-        recovery-points: [thing_created]
+        recovery-points: [thing_created, done]
+      responses:
+        "201":
+          description: ok
+  /things/done:
+    post:
+      operationId: createThingAfterDone
       responses:
         "201":
           description: ok
 `,
 			line: 9, col: 7,
-			msg: "x-idempotent on POST /things: mode phased is not supported by this version of idemgen; use mode atomic (the default)",
+			msg: `x-idempotent on POST /things: recovery point "done" makes the phase method CreateThingAfterDone of IdempotentServer, which is already the method of POST /things/done; expected a recovery point or operationId that makes another name`,
+		},
+		{
+			name: "phase method named like another phase method",
+			operation: `    post:
+      operationId: createThing
+      x-idempotent:
+        mode: phased
+        recovery-points: [done_after_paid]
+      responses:
+        "201":
+          description: ok
+  /things/done:
+    post:
+      operationId: createThingAfterDone
+      x-idempotent:
+        mode: phased
+        recovery-points: [paid]
+      responses:
+        "201":
+          description: ok
+`,
+			line: 18, col: 7,
+			msg: `x-idempotent on POST /things/done: recovery point "paid" makes the phase method CreateThingAfterDoneAfterPaid of IdempotentServer, which is already the phase method of createThing after "done_after_paid"; expected a recovery point or operationId that makes another name`,
+		},
+		{
+			name: "recovery point named like a declaration",
+			operation: `    post:
+      operationId: createThing
+      x-idempotent:
+        mode: phased
+        recovery-points: [created, step]
+      responses:
+        "201":
+          description: ok
+`,
+			line: 9, col: 7,
+			msg: `x-idempotent on POST /things: recovery point "step" makes the constant CreateThingStep, which the idempotency layer already declares for createThing's phases; expected a recovery point with another name`,
 		},
 	}
 	for _, tt := range tests {

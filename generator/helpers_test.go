@@ -74,14 +74,23 @@ func writeFile(t *testing.T, path string, content []byte) {
 }
 
 // compileGo writes the generated Go files into a fresh package directory
-// inside the module, so that their imports resolve through its go.mod, and
-// runs go build and go vet on it.
+// inside the module and runs go build and go vet on it.
 func compileGo(t *testing.T, res *generator.Result) {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go tool is needed to compile the generated code: %v", err)
+	pkg := writeGoPackage(t, res, nil)
+	for _, args := range [][]string{{"build", pkg}, {"vet", pkg}} {
+		if out, err := runGo(t, args...); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
 	}
+}
+
+// writeGoPackage writes the generated Go files, and the extra files by
+// name, into a fresh package directory inside the module, so that their
+// imports resolve through its go.mod. It returns the package's path for
+// the go command, "./testdata/compile-...".
+func writeGoPackage(t *testing.T, res *generator.Result, extra map[string]string) string {
+	t.Helper()
 	dir, err := os.MkdirTemp("testdata", "compile-")
 	if err != nil {
 		t.Fatal(err)
@@ -97,11 +106,18 @@ func compileGo(t *testing.T, res *generator.Result) {
 	if n == 0 {
 		t.Fatal("no Go files generated")
 	}
-	pkg := "./" + filepath.ToSlash(dir)
-	for _, args := range [][]string{{"build", pkg}, {"vet", pkg}} {
-		cmd := exec.Command(goTool, args...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
+	for name, content := range extra {
+		writeFile(t, filepath.Join(dir, name), []byte(content))
 	}
+	return "./" + filepath.ToSlash(dir)
+}
+
+// runGo runs the go command and returns its combined output.
+func runGo(t *testing.T, args ...string) ([]byte, error) {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go tool is needed to compile the generated code: %v", err)
+	}
+	return exec.Command(goTool, args...).CombinedOutput()
 }

@@ -19,6 +19,7 @@ type model struct {
 	Spec       string // the spec's path relative to the output directory
 	Package    string
 	Idempotent bool // whether any operation is annotated
+	Phased     bool // whether any operation is annotated with mode: phased
 	Operations []operation
 	// Mount is the server kind's code that builds the http.Handler,
 	// rendered from mount-<kind>.go.tmpl.
@@ -44,7 +45,33 @@ type operation struct {
 	// Multipart is the request field holding a multipart body, read
 	// before the fingerprint; "" when there is none.
 	Multipart string
+
+	// Points are the recovery points of a phased operation, in order;
+	// nil for an atomic one.
+	Points []recoveryPoint
+
+	pos annotation.Position // the x-idempotent key, for errors
 }
+
+// recoveryPoint is one recovery point of a phased operation.
+type recoveryPoint struct {
+	Name  string // as written in the spec: payment_created
+	Const string // its constant: CreatePaymentPaymentCreated
+	Phase string // the method of the phase after it: CreatePaymentAfterPaymentCreated
+}
+
+// Phased reports whether the operation runs in phases.
+func (op operation) Phased() bool { return len(op.Points) > 0 }
+
+// The names of a phased operation's declarations; see idempotency.go.tmpl.
+func (op operation) PointType() string { return op.GoName + "Point" }
+func (op operation) Step() string      { return op.GoName + "Step" }
+func (op operation) Next() string      { return op.GoName + "Next" }
+func (op operation) Respond() string   { return op.GoName + "Respond" }
+func (op operation) Phases() string    { return op.GoName + "Phases" }
+
+// Last is the last recovery point, whose phase responds.
+func (op operation) Last() recoveryPoint { return op.Points[len(op.Points)-1] }
 
 func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.OperationDefinition) (*model, error) {
 	m := &model{Spec: cfg.specFromOutput(), Package: cfg.Output.Package}
@@ -77,6 +104,7 @@ func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.Op
 				errs = append(errs, err)
 			}
 			m.Idempotent = true
+			m.Phased = m.Phased || op.Phased()
 		}
 		m.Operations = append(m.Operations, op)
 	}
@@ -86,6 +114,7 @@ func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.Op
 		}
 		errs = append(errs, &annotation.Error{Pos: a.Pos, Msg: fmt.Sprintf("x-idempotent on %s %s: oapi-codegen generated no handler for this operation (is it excluded by output-options?)", a.Method, a.Path)})
 	}
+	errs = append(errs, checkPhaseNames(m.Operations)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -96,10 +125,8 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	fail := func(pos annotation.Position, format string, args ...any) error {
 		return &annotation.Error{Pos: pos, Msg: fmt.Sprintf("x-idempotent on %s %s: ", op.Method, op.Path) + fmt.Sprintf(format, args...)}
 	}
-	if a.Mode == annotation.ModePhased {
-		return fail(a.Pos, "mode phased is not supported by this version of idemgen; use mode atomic (the default)")
-	}
 	op.Idempotent = true
+	op.pos = a.Pos
 	if a.OperationID != "" {
 		op.Name = a.OperationID // oapi-codegen may have normalised its copy
 	}
@@ -108,6 +135,12 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	op.KeyOptional = !a.Required
 	op.TTL, op.Lease = durationExpr(a.TTL), durationExpr(a.Lease)
 	op.TTLText = durationText(a.TTL)
+	if a.Mode == annotation.ModePhased {
+		for _, p := range a.RecoveryPoints {
+			goName := annotation.GoName(p)
+			op.Points = append(op.Points, recoveryPoint{Name: p, Const: op.GoName + goName, Phase: op.GoName + "After" + goName})
+		}
+	}
 
 	op.PathParams = paramsExpr(d.PathParams, "request.")
 	op.QueryParams = paramsExpr(d.QueryParams, "request.Params.")

@@ -7,6 +7,9 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"slices"
+
+	"github.com/idemgen/idemgen/generator/annotation"
 )
 
 // checkNames refuses output that would not compile because of names:
@@ -86,15 +89,70 @@ func checkNames(specPath string, oapiSrc []byte, m *model) error {
 	return fmt.Errorf("%s\nrename the schemas or operations involved, or exclude them with oapi-codegen.output-options (include-operation-ids, exclude-schemas)", msg)
 }
 
+// fixedLayerNames are the package-level names idempotency.go.tmpl
+// declares for every spec.
+var fixedLayerNames = []string{"IdempotentServer", "IdempotentHandlerOptions", "NewIdempotentHandler", "NewIdempotentStrictServer", "withIdempotencyRequest", "idempotentServer"}
+
 // layerNames are the package-level names idempotency.go.tmpl declares.
 func layerNames(m *model) []string {
-	names := []string{"IdempotentServer", "IdempotentHandlerOptions", "NewIdempotentHandler", "NewIdempotentStrictServer", "withIdempotencyRequest", "idempotentServer"}
+	names := slices.Clone(fixedLayerNames)
 	for _, op := range m.Operations {
 		if op.Idempotent {
 			names = append(names, op.Answer)
 		}
+		if op.Phased() {
+			names = append(names, op.PointType(), op.Step(), op.Next(), op.Respond(), op.Phases())
+			for _, p := range op.Points {
+				names = append(names, p.Const)
+			}
+		}
 	}
 	return names
+}
+
+// checkPhaseNames reports the names a phased operation's recovery points
+// make that the idempotency layer already uses: a constant named like
+// another of its declarations (a point named "step" makes <Op>Step), or a
+// phase method of IdempotentServer named like another method. Either
+// would not compile, so each is reported at the annotation to change.
+func checkPhaseNames(ops []operation) []error {
+	// Every method of IdempotentServer that is not a phase method is an
+	// operation's own, which oapi-codegen keeps unique; every package-level
+	// name that is not a recovery point's constant is fixed or derived from
+	// a unique operation name. Only the names recovery points make can
+	// clash, so those are checked against everything else.
+	methods := map[string]string{} // name -> what it is already
+	decls := map[string]string{}   // name -> a clause saying who declares it
+	for _, name := range fixedLayerNames {
+		decls[name] = "the idempotency layer already declares"
+	}
+	for _, op := range ops {
+		methods[op.GoName] = fmt.Sprintf("the method of %s %s", op.Method, op.Path)
+		if op.Phased() {
+			for _, name := range []string{op.PointType(), op.Step(), op.Next(), op.Respond(), op.Phases()} {
+				decls[name] = fmt.Sprintf("the idempotency layer already declares for %s's phases", op.Name)
+			}
+		}
+	}
+	var errs []error
+	for _, op := range ops {
+		fail := func(format string, args ...any) {
+			errs = append(errs, &annotation.Error{Pos: op.pos, Msg: fmt.Sprintf("x-idempotent on %s %s: ", op.Method, op.Path) + fmt.Sprintf(format, args...)})
+		}
+		for _, p := range op.Points {
+			if other, taken := decls[p.Const]; taken {
+				fail("recovery point %q makes the constant %s, which %s; expected a recovery point with another name", p.Name, p.Const, other)
+			} else {
+				decls[p.Const] = fmt.Sprintf("is already the constant of %s's recovery point %q", op.Name, p.Name)
+			}
+			if other, taken := methods[p.Phase]; taken {
+				fail("recovery point %q makes the phase method %s of IdempotentServer, which is already %s; expected a recovery point or operationId that makes another name", p.Name, p.Phase, other)
+			} else {
+				methods[p.Phase] = fmt.Sprintf("the phase method of %s after %q", op.Name, p.Name)
+			}
+		}
+	}
+	return errs
 }
 
 // undeclaredTypes reports the package-local type names that oapi-codegen's

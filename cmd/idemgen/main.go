@@ -73,12 +73,24 @@ const annotationsHelp = `Annotate the operations that must be idempotent:
           fingerprint:
             exclude: [/metadata/trace_id]   # JSON pointers into the body that do not count
 
+    /payments:
+      post:
+        operationId: createPayment
+        x-idempotent:
+          mode: phased        # atomic (default) or phased
+          recovery-points: [payment_created, charge_created]
+
 Each annotated operation's method in the generated IdempotentServer receives an
 *idem.Attempt whose Tx() is the attempt's transaction: write through it and your
 writes commit together with the stored response. Requests then follow the
 protocol: 400 for a missing or malformed key, the stored response replayed with
 Idempotent-Replayed: true, 422 when a key is reused for a different request,
 409 with Retry-After while the first attempt runs, 503 when the key store fails.
+
+A phased operation has one method per phase, each in a transaction of its own:
+CreatePayment first, then CreatePaymentAfter<Point> for each recovery point.
+Each returns CreatePaymentNext(point) or CreatePaymentRespond(response), the
+last the response itself. A retry after a crash resumes at the unfinished phase.
 
 x-idempotent is refused, with the file, line and column, on GET/HEAD/OPTIONS/
 TRACE and on streaming or binary bodies (text/event-stream, NDJSON,
