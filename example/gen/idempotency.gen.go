@@ -17,6 +17,10 @@ import (
 // commits together with the response it returns. Return a typed response,
 // of any status, to have it stored and replayed; return an error to undo
 // the attempt so that a retry runs again.
+//
+// An operation annotated with mode: phased has a table of phase methods
+// instead, embedded below: each phase commits its writes with the next
+// recovery point, and an error undoes only the phase that returned it.
 type IdempotentServer[T any] interface {
 	// ListOrders serves GET /orders.
 	ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error)
@@ -24,6 +28,49 @@ type IdempotentServer[T any] interface {
 	CreateOrder(ctx context.Context, at *idem.Attempt[T], request CreateOrderRequestObject) (CreateOrderResponseObject, error)
 	// GetOrder serves GET /orders/{id}.
 	GetOrder(ctx context.Context, request GetOrderRequestObject) (GetOrderResponseObject, error)
+	// CreatePayment serves POST /payments: idempotent, phased (payment_created, charge_created), key required, responses kept 24h.
+	CreatePaymentPhases[T]
+}
+
+// CreatePaymentPoint is a recovery point of createPayment: the phases
+// before it have committed.
+type CreatePaymentPoint string
+
+// The recovery points of createPayment, in order.
+const (
+	CreatePaymentPaymentCreated CreatePaymentPoint = "payment_created"
+	CreatePaymentChargeCreated  CreatePaymentPoint = "charge_created"
+)
+
+// CreatePaymentStep is what a phase of createPayment returns: the recovery
+// point to commit with the phase's writes (CreatePaymentNext), or the
+// final response (CreatePaymentRespond).
+type CreatePaymentStep struct {
+	point    CreatePaymentPoint
+	response CreatePaymentResponseObject
+}
+
+// CreatePaymentNext ends the phase by committing its writes together with
+// point; the phase after point runs next.
+func CreatePaymentNext(point CreatePaymentPoint) CreatePaymentStep {
+	return CreatePaymentStep{point: point}
+}
+
+// CreatePaymentRespond ends createPayment with response, stored with the phase's writes.
+func CreatePaymentRespond(response CreatePaymentResponseObject) CreatePaymentStep {
+	return CreatePaymentStep{response: response}
+}
+
+// CreatePaymentPhases is the phase table of createPayment (POST /payments):
+// one method per phase, each run in a transaction of its own (at.Tx()).
+// A retry after a crash resumes at the first phase that did not commit.
+type CreatePaymentPhases[T any] interface {
+	// CreatePayment runs first, once the key is claimed.
+	CreatePayment(ctx context.Context, at *idem.Attempt[T], request CreatePaymentRequestObject) (CreatePaymentStep, error)
+	// CreatePaymentAfterPaymentCreated runs once payment_created has committed.
+	CreatePaymentAfterPaymentCreated(ctx context.Context, at *idem.Attempt[T], request CreatePaymentRequestObject) (CreatePaymentStep, error)
+	// CreatePaymentAfterChargeCreated runs once charge_created has committed, and responds.
+	CreatePaymentAfterChargeCreated(ctx context.Context, at *idem.Attempt[T], request CreatePaymentRequestObject) (CreatePaymentResponseObject, error)
 }
 
 // IdempotentHandlerOptions configure NewIdempotentHandler. The zero value
@@ -78,13 +125,20 @@ func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store
 			TTL:   24 * time.Hour,
 			Lease: time.Minute,
 		},
+		createPaymentOp: idem.Operation{
+			Name:           "createPayment",
+			TTL:            24 * time.Hour,
+			Lease:          5 * time.Second,
+			RecoveryPoints: []string{"payment_created", "charge_created"},
+		},
 	}
 }
 
 type idempotentServer[T any] struct {
-	impl          IdempotentServer[T]
-	engine        *idem.Engine[T]
-	createOrderOp idem.Operation
+	impl            IdempotentServer[T]
+	engine          *idem.Engine[T]
+	createOrderOp   idem.Operation
+	createPaymentOp idem.Operation
 }
 
 func (s *idempotentServer[T]) ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error) {
@@ -117,4 +171,39 @@ func (a createOrderAnswer) VisitCreateOrderResponse(w http.ResponseWriter) error
 
 func (s *idempotentServer[T]) GetOrder(ctx context.Context, request GetOrderRequestObject) (GetOrderResponseObject, error) {
 	return s.impl.GetOrder(ctx, request)
+}
+
+func (s *idempotentServer[T]) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
+	fingerprint, err := idem.Fingerprint(s.createPaymentOp.Name, nil, nil, request.Body, s.createPaymentOp.FingerprintExclude)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.engine.ServePhased(ctx, &s.createPaymentOp, fingerprint, func(ctx context.Context, at *idem.Attempt[T]) (string, idem.Writer, error) {
+		var step CreatePaymentStep
+		var err error
+		switch CreatePaymentPoint(at.RecoveryPoint()) {
+		case "":
+			step, err = s.impl.CreatePayment(ctx, at, request)
+		case CreatePaymentPaymentCreated:
+			step, err = s.impl.CreatePaymentAfterPaymentCreated(ctx, at, request)
+		case CreatePaymentChargeCreated:
+			step.response, err = s.impl.CreatePaymentAfterChargeCreated(ctx, at, request)
+		}
+		if step.response == nil {
+			return string(step.point), nil, err
+		}
+		return "", step.response.VisitCreatePaymentResponse, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return createPaymentAnswer{resp}, nil
+}
+
+// createPaymentAnswer answers CreatePayment with what the protocol produced:
+// the handler's response as stored, a replay, or a problem.
+type createPaymentAnswer struct{ *idem.Response }
+
+func (a createPaymentAnswer) VisitCreatePaymentResponse(w http.ResponseWriter) error {
+	return a.Write(w)
 }

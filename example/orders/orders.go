@@ -1,6 +1,7 @@
 // Package orders is the example's business logic: all a team writes by
 // hand. CreateOrder inserts through the attempt's transaction, so the
-// order and the stored response commit together.
+// order and the stored response commit together. CreatePayment runs in
+// phases around a call to a payment provider (payments.go).
 package orders
 
 import (
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/example/gen"
+	"github.com/idemgen/idemgen/example/psp"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/jackc/pgx/v5"
@@ -21,7 +23,7 @@ import (
 //go:embed schema.sql
 var schema string
 
-// Migrate creates the key store and the orders table.
+// Migrate creates the key store and the orders and payments tables.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if err := pgstore.Migrate(ctx, pool); err != nil {
 		return err
@@ -38,6 +40,12 @@ type Service struct {
 	// WorkDelay makes CreateOrder wait inside its attempt, holding the
 	// key, to show the in-flight case.
 	WorkDelay time.Duration
+	// PSP is the payment provider CreatePayment charges.
+	PSP *psp.Client
+	// Crash, when set, is called at each of the Crash* points of
+	// CreatePayment; the example server makes it end the process at one
+	// of them.
+	Crash func(point string)
 }
 
 var _ gen.IdempotentServer[pgx.Tx] = (*Service)(nil)

@@ -7,3 +7,17 @@ CREATE TABLE IF NOT EXISTS orders (
     created_at   timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS orders_customer_idx ON orders (account_id, customer_id, created_at);
+
+CREATE TABLE IF NOT EXISTS payments (
+    id           text        PRIMARY KEY DEFAULT 'pay_' || replace(gen_random_uuid()::text, '-', ''),
+    account_id   text        NOT NULL,
+    order_id     text        NOT NULL REFERENCES orders (id),
+    amount_cents bigint      NOT NULL CHECK (amount_cents > 0),
+    currency     text        NOT NULL,
+    -- A key derived from the request's Idempotency-Key: how the phases of
+    -- one request find the payment its first phase recorded.
+    reference    text        NOT NULL UNIQUE,
+    charge_id    text,
+    status       text        NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'succeeded', 'declined')),
+    created_at   timestamptz NOT NULL DEFAULT now()
+);

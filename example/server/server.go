@@ -9,10 +9,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/idemgen/idemgen/example/gen"
 	"github.com/idemgen/idemgen/example/orders"
+	"github.com/idemgen/idemgen/example/psp"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/idemgen/idemgen/internal/pglocal"
@@ -30,24 +35,75 @@ type Config struct {
 	DatabaseURL string
 	// WorkDelay makes createOrder wait inside its attempt.
 	WorkDelay time.Duration
-	Logger    *slog.Logger
+	// PSPURL is the payment provider createPayment charges; "" starts the
+	// example's fake provider (package psp) inside this process.
+	PSPURL string
+	// CrashAt makes the process die abruptly, with SIGKILL and no cleanup,
+	// when createPayment reaches this point: one of orders.CrashAfterClaim,
+	// CrashAfterCharge and CrashBeforeResponse. For demos and tests of
+	// what a retry does after a crash.
+	CrashAt string
+	Logger  *slog.Logger
 }
 
 // Server is a running orders API.
 type Server struct {
 	// URL is the base URL it serves, e.g. http://127.0.0.1:8080.
-	URL   string
-	http  *http.Server
-	pool  *pgxpool.Pool
-	local *pglocal.Server
-	done  chan error
+	URL string
+	// PSPURL is the payment provider's base URL: Config.PSPURL, or the
+	// fake one started in this process.
+	PSPURL string
+
+	http        *http.Server
+	psp         *http.Server // the in-process fake provider, if any
+	pool        *pgxpool.Pool
+	local       *pglocal.Server
+	done        chan error
+	stopJanitor context.CancelFunc
+	janitorDone chan struct{}
 }
 
 // Handler serves impl with the idempotency layer on the Postgres store.
-func Handler(impl gen.IdempotentServer[pgx.Tx], pool *pgxpool.Pool, log *slog.Logger) http.Handler {
+// The strict middlewares run around every operation, outside the protocol.
+func Handler(impl gen.IdempotentServer[pgx.Tx], pool *pgxpool.Pool, log *slog.Logger, middlewares ...gen.StrictMiddlewareFunc) http.Handler {
 	return gen.NewIdempotentHandler(impl, pgstore.New(pool), gen.IdempotentHandlerOptions{
-		Options: idem.Options{Scope: orders.Scope, Logger: log},
+		Options:           idem.Options{Scope: orders.Scope, Logger: log},
+		StrictMiddlewares: middlewares,
 	})
+}
+
+// crashPoints are the valid values of Config.CrashAt.
+var crashPoints = []string{orders.CrashAfterClaim, orders.CrashAfterCharge, orders.CrashBeforeResponse}
+
+// crasher returns the function that kills the process at point, or nil.
+func crasher(point string, log *slog.Logger) func(string) {
+	if point == "" {
+		return nil
+	}
+	return func(at string) {
+		if at != point {
+			return
+		}
+		log.Warn("orders-api: crashing on purpose", "at", at)
+		// SIGKILL, not os.Exit: nothing runs after it, as in a real crash.
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
+	}
+}
+
+// crashBeforeResponse calls crash after createPayment's response has been
+// stored, before it is written.
+func crashBeforeResponse(crash func(string)) gen.StrictMiddlewareFunc {
+	return func(f gen.StrictHandlerFunc, operationID string) gen.StrictHandlerFunc {
+		if operationID != "CreatePayment" {
+			return f
+		}
+		return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
+			resp, err := f(ctx, w, r, request)
+			crash(orders.CrashBeforeResponse)
+			return resp, err
+		}
+	}
 }
 
 // Start connects, migrates and starts serving.
@@ -56,7 +112,10 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s = &Server{done: make(chan error, 1)}
+	if cfg.CrashAt != "" && !slices.Contains(crashPoints, cfg.CrashAt) {
+		return nil, fmt.Errorf("crash point %q is unknown; expected one of %s", cfg.CrashAt, strings.Join(crashPoints, ", "))
+	}
+	s = &Server{done: make(chan error, 1), PSPURL: cfg.PSPURL}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -85,12 +144,50 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
+	if s.PSPURL == "" {
+		if err := s.startFakePSP(log); err != nil {
+			return nil, err
+		}
+	}
 	s.URL = "http://" + ln.Addr().String()
-	svc := &orders.Service{Pool: s.pool, WorkDelay: cfg.WorkDelay}
-	s.http = &http.Server{Handler: Handler(svc, s.pool, log), ReadHeaderTimeout: 10 * time.Second}
+	crash := crasher(cfg.CrashAt, log)
+	svc := &orders.Service{
+		Pool:      s.pool,
+		WorkDelay: cfg.WorkDelay,
+		PSP:       &psp.Client{BaseURL: s.PSPURL, HTTP: &http.Client{Timeout: 10 * time.Second}},
+		Crash:     crash,
+	}
+	var middlewares []gen.StrictMiddlewareFunc
+	if crash != nil {
+		middlewares = append(middlewares, crashBeforeResponse(crash))
+	}
+	s.http = &http.Server{Handler: Handler(svc, s.pool, log, middlewares...), ReadHeaderTimeout: 10 * time.Second}
 	go func() { s.done <- s.http.Serve(ln) }()
-	log.Info("orders-api: listening", "url", s.URL, "work_delay", cfg.WorkDelay)
+
+	// The janitor reports abandoned payments and deletes expired keys.
+	janitorCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopJanitor, s.janitorDone = stop, make(chan struct{})
+	go func() {
+		defer close(s.janitorDone)
+		_ = pgstore.NewJanitor(pgstore.New(s.pool), pgstore.JanitorOptions{Logger: log}).Run(janitorCtx)
+	}()
+
+	log.Info("orders-api: listening", "url", s.URL, "psp_url", s.PSPURL, "work_delay", cfg.WorkDelay, "crash_at", cfg.CrashAt)
 	return s, nil
+}
+
+// startFakePSP serves the example's fake payment provider on a free
+// loopback port.
+func (s *Server) startFakePSP(log *slog.Logger) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("listen for the fake payment provider: %w", err)
+	}
+	s.PSPURL = "http://" + ln.Addr().String()
+	s.psp = &http.Server{Handler: psp.NewFake(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.psp.Serve(ln) }()
+	log.Info("orders-api: started the fake payment provider", "url", s.PSPURL)
+	return nil
 }
 
 // exampleDatabase creates the example's database on a local server if it
@@ -130,13 +227,21 @@ func (s *Server) Wait() error {
 }
 
 // Close stops serving, waiting up to five seconds for requests in flight,
-// and closes the database (and a cluster started for it).
+// stops the janitor and the fake payment provider, and closes the database
+// (and a cluster started for it).
 func (s *Server) Close() error {
 	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	if s.http != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
 		errs = append(errs, s.http.Shutdown(ctx))
+	}
+	if s.stopJanitor != nil {
+		s.stopJanitor()
+		<-s.janitorDone
+	}
+	if s.psp != nil {
+		errs = append(errs, s.psp.Shutdown(ctx))
 	}
 	if s.pool != nil {
 		s.pool.Close()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/gen"
 	"github.com/idemgen/idemgen/example/orders"
+	"github.com/idemgen/idemgen/example/psp"
 	"github.com/idemgen/idemgen/example/server"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/internal/pglocal"
@@ -51,6 +52,9 @@ type env struct {
 	pool *pgxpool.Pool
 	svc  *service
 	url  string
+	psp  *psp.Fake
+	// pspDown makes the payment provider answer 503 while true.
+	pspDown atomic.Bool
 }
 
 // newEnv serves the example on a fresh database. hook may be nil.
@@ -66,11 +70,21 @@ func newEnv(t *testing.T, hook func(context.Context) error) *env {
 // newEnvOn serves the example with its key store and business data on
 // storePool, and checks state through checkPool.
 func newEnvOn(t *testing.T, storePool, checkPool *pgxpool.Pool, hook func(context.Context) error) *env {
-	svc := &service{Service: &orders.Service{Pool: storePool}, hook: hook}
+	e := &env{t: t, pool: checkPool, psp: psp.NewFake()}
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if e.pspDown.Load() {
+			http.Error(w, `{"error":"unavailable","message":"down for the test"}`, http.StatusServiceUnavailable)
+			return
+		}
+		e.psp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(provider.Close)
+	e.svc = &service{Service: &orders.Service{Pool: storePool, PSP: &psp.Client{BaseURL: provider.URL}}, hook: hook}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := httptest.NewServer(server.Handler(svc, storePool, log))
+	srv := httptest.NewServer(server.Handler(e.svc, storePool, log))
 	t.Cleanup(srv.Close)
-	return &env{t: t, pool: checkPool, svc: svc, url: srv.URL}
+	e.url = srv.URL
+	return e
 }
 
 type reply struct {

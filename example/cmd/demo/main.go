@@ -1,7 +1,8 @@
 // Command demo starts the example orders API on PostgreSQL and walks
 // through the Idempotency-Key protocol: a first call, its replay, a key
 // reused for another request (422), a duplicate while the first call runs
-// (409) and a call without a key (400).
+// (409) and a call without a key (400); then a phased payment charged at a
+// fake payment provider, its replay, and a stored decline.
 //
 //	go run ./example/cmd/demo
 package main
@@ -22,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemgen/idemgen/example/psp"
 	"github.com/idemgen/idemgen/example/server"
 )
 
@@ -146,9 +148,71 @@ func run(out io.Writer) error {
 		defer resp.Body.Close()
 		_ = json.NewDecoder(resp.Body).Decode(&list)
 	}
-	fmt.Fprintf(out, "Orders created for %s: %d (five calls, two keys).\n", customer, len(list.Orders))
+	fmt.Fprintf(out, "Orders created for %s: %d (five calls, two keys).\n\n", customer, len(list.Orders))
 	if len(list.Orders) != 2 {
 		return fmt.Errorf("expected 2 orders, found %d", len(list.Orders))
+	}
+	var o struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(first.body, &o); err != nil {
+		return fmt.Errorf("first order: %w", err)
+	}
+	return payments(out, srv, o.ID)
+}
+
+// payments shows createPayment, which is phased around a call to the
+// payment provider.
+func payments(out io.Writer, srv *server.Server, orderID string) error {
+	pay := func(key string, amount int64) (result, error) {
+		body := fmt.Sprintf(`{"order_id": %q, "amount_cents": %d}`, orderID, amount)
+		req, err := http.NewRequest("POST", srv.URL+"/payments", strings.NewReader(body))
+		if err != nil {
+			return result{}, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Account-Id", "acct_demo")
+		req.Header.Set("Idempotency-Key", key)
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return result{}, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return result{resp.StatusCode, resp.Header, b, time.Since(start)}, err
+	}
+	provider := &psp.Client{BaseURL: srv.PSPURL}
+
+	key := "demo-pay-" + random()
+	fmt.Fprintf(out, "6. Pay for order %s: POST /payments, Idempotency-Key: %s\n", orderID, key)
+	fmt.Fprintln(out, "   (phased: record the payment, charge the provider with a derived key, record the charge, answer)")
+	for _, label := range []string{"", "   The client retries the payment:\n"} {
+		fmt.Fprint(out, label)
+		r, err := pay(key, 1250)
+		if err != nil {
+			return err
+		}
+		show(out, r)
+	}
+
+	declined := "demo-pay-" + random()
+	fmt.Fprintf(out, "7. A payment of %d cents, which the provider declines, sent twice with key %s\n", psp.DeclineAmount, declined)
+	for range 2 {
+		r, err := pay(declined, psp.DeclineAmount)
+		if err != nil {
+			return err
+		}
+		show(out, r)
+	}
+
+	stats, err := provider.Stats(context.Background())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "The payment provider received %d charge requests: %d charge made, %d declined (four calls, two keys).\n", stats.Requests, stats.Charges, stats.Declines)
+	if stats != (psp.Stats{Requests: 2, Charges: 1, Declines: 1}) {
+		return fmt.Errorf("expected 2 requests, 1 charge and 1 decline at the provider, got %+v", stats)
 	}
 	return nil
 }

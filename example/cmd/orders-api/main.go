@@ -1,10 +1,14 @@
-// Command orders-api serves the example orders API, whose createOrder is
-// idempotent, on PostgreSQL.
+// Command orders-api serves the example orders-and-payments API on
+// PostgreSQL: createOrder is idempotent in one transaction, createPayment
+// in phases around a call to a payment provider.
 //
 //	go run ./example/cmd/orders-api [-addr 127.0.0.1:8080] [-work-delay 2s]
+//	                                [-psp-url http://127.0.0.1:9090] [-crash-at after-charge]
 //
 // DATABASE_URL names the database; without it the API uses the local
-// PostgreSQL on 127.0.0.1:5432, or starts a throwaway one.
+// PostgreSQL on 127.0.0.1:5432, or starts a throwaway one. Without
+// -psp-url it starts the fake payment provider inside the process; run
+// `go run ./example/cmd/fake-psp` for one that outlives a crash.
 package main
 
 import (
@@ -21,6 +25,8 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address (port 0 picks a free port)")
 	workDelay := flag.Duration("work-delay", 0, "make createOrder wait this long inside its attempt, holding its key (shows the 409 case)")
+	pspURL := flag.String("psp-url", "", "the payment provider's base URL, such as the one `go run ./example/cmd/fake-psp` prints (default: a fake one inside this process)")
+	crashAt := flag.String("crash-at", "", "die abruptly (SIGKILL) when createPayment reaches this point: after-claim, after-charge or before-response")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 
@@ -30,6 +36,8 @@ func main() {
 		Addr:        *addr,
 		DatabaseURL: os.Getenv("DATABASE_URL"),
 		WorkDelay:   *workDelay,
+		PSPURL:      *pspURL,
+		CrashAt:     *crashAt,
 		Logger:      log,
 	})
 	if err != nil {

@@ -6,8 +6,12 @@ package main_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -17,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgen/idemgen/example/orders"
+	"github.com/idemgen/idemgen/example/psp"
 	"github.com/idemgen/idemgen/internal/pgtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -232,5 +238,215 @@ func TestCrashMidHandlerRunsOnceOnRetry(t *testing.T) {
 		if again.status != 201 || again.body != r.body || again.header.Get("Location") != r.header.Get("Location") {
 			t.Fatalf("replay differs: %d %s, want %s", again.status, again.body, r.body)
 		}
+	}
+}
+
+// pay sends createPayment for orderID.
+func pay(url, key, orderID string, amount int) (reply, error) {
+	req, err := http.NewRequest("POST", url+"/payments", strings.NewReader(fmt.Sprintf(`{"order_id": %q, "amount_cents": %d}`, orderID, amount)))
+	if err != nil {
+		return reply{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Account-Id", "acct_1")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return reply{resp.StatusCode, resp.Header, string(b)}, err
+}
+
+// newOrder creates an order through the server at url.
+func newOrder(t *testing.T, url string) string {
+	t.Helper()
+	r := mustPost(t, url, "order-"+t.Name(), order)
+	var o struct {
+		ID string `json:"id"`
+	}
+	if r.status != 201 || json.Unmarshal([]byte(r.body), &o) != nil {
+		t.Fatalf("create order: %d %s", r.status, r.body)
+	}
+	return o.ID
+}
+
+// retryPayment retries like a client told 409 and Retry-After: until the
+// key's lease has passed and a takeover answers.
+func retryPayment(t *testing.T, url, key, orderID string) reply {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r, err := pay(url, key, orderID, 1250)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.status != 409 {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still 409 after a minute: %s", r.body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// killedBy checks that the server process died from the crash flag's
+// SIGKILL, not from anything else.
+func killedBy(t *testing.T, p *proc) {
+	t.Helper()
+	err := p.cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("server ended with %v, want killed by SIGKILL:\n%s", err, p.log())
+	}
+	if !strings.Contains(p.log(), "crashing on purpose") {
+		t.Fatalf("server died before its crash point:\n%s", p.log())
+	}
+}
+
+// For each crash point, the first server dies there in the middle of a
+// payment; a second server, on the same database and payment provider,
+// answers the client's retry. Whatever the point, the provider charged
+// once, there is one payment, and every later replay repeats the 201.
+func TestCrashDuringPaymentChargesOnce(t *testing.T) {
+	bin := build(t)
+	for _, tc := range []struct {
+		at       string
+		requests int  // charge requests the provider sees in all
+		replayed bool // whether the retry is answered from the store
+	}{
+		{orders.CrashAfterClaim, 1, false},
+		{orders.CrashAfterCharge, 2, false},
+		{orders.CrashBeforeResponse, 1, true},
+	} {
+		t.Run(tc.at, func(t *testing.T) {
+			t.Parallel()
+			dbURL := pgtest.NewDatabase(t)
+			fake := psp.NewFake()
+			provider := httptest.NewServer(fake)
+			t.Cleanup(provider.Close)
+			pool, err := pgxpool.New(context.Background(), dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pool.Close()
+
+			p1 := start(t, bin, dbURL, "-psp-url", provider.URL, "-crash-at", tc.at)
+			orderID := newOrder(t, p1.url)
+			if _, err := pay(p1.url, "pay-1", orderID, 1250); err == nil {
+				t.Fatal("the payment was answered; the server should have died first")
+			}
+			killedBy(t, p1)
+
+			p2 := start(t, bin, dbURL, "-psp-url", provider.URL)
+			r := retryPayment(t, p2.url, "pay-1", orderID)
+			replayed := r.header.Get("Idempotent-Replayed") == "true"
+			if r.status != 201 || replayed != tc.replayed {
+				t.Fatalf("retry after the crash: %d (replayed %v) %s", r.status, replayed, r.body)
+			}
+			if s := fake.Stats(); s.Charges != 1 || s.Requests != tc.requests {
+				t.Fatalf("provider saw %+v, want %d request(s) and exactly 1 charge", s, tc.requests)
+			}
+			if n := count(t, pool, `SELECT count(*) FROM payments WHERE status = 'succeeded'`); n != 1 {
+				t.Fatalf("%d succeeded payments, want 1", n)
+			}
+			for range 2 {
+				again, err := pay(p2.url, "pay-1", orderID, 1250)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if again.status != 201 || again.body != r.body || again.header.Get("Idempotent-Replayed") != "true" {
+					t.Fatalf("replay differs: %d %s, want %s", again.status, again.body, r.body)
+				}
+			}
+		})
+	}
+}
+
+// Two servers receive retries of the same abandoned payment at the same
+// moment, once its lease has passed: exactly one takes it over and runs
+// the unfinished phase, and the provider charges once.
+func TestTwoServersTakeOverOnce(t *testing.T) {
+	bin := build(t)
+	dbURL := pgtest.NewDatabase(t)
+	fake := psp.NewFake()
+	provider := httptest.NewServer(fake)
+	defer provider.Close()
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	p1 := start(t, bin, dbURL, "-psp-url", provider.URL, "-crash-at", orders.CrashAfterCharge)
+	orderID := newOrder(t, p1.url)
+	if _, err := pay(p1.url, "pay-1", orderID, 1250); err == nil {
+		t.Fatal("the payment was answered; the server should have died first")
+	}
+	killedBy(t, p1)
+	servers := []*proc{start(t, bin, dbURL, "-psp-url", provider.URL), start(t, bin, dbURL, "-psp-url", provider.URL)}
+
+	// Wait until the dead attempt's lease has passed, so that the retries
+	// below all find it abandoned.
+	deadline := time.Now().Add(60 * time.Second)
+	for count(t, pool, `SELECT count(*) FROM idempotency_keys WHERE key = 'pay-1' AND locked_until <= now()`) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the crashed attempt's lease never passed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	const each = 8
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		answers = map[int]int{}
+		bodies  = map[string]bool{}
+		errs    []error
+		fire    = make(chan struct{})
+	)
+	for i := range 2 * each {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-fire
+			r, err := pay(servers[i%2].url, "pay-1", orderID, 1250)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			answers[r.status]++
+			if r.status == 201 {
+				bodies[r.body] = true
+			}
+		}()
+	}
+	close(fire)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if answers[201]+answers[409] != 2*each || len(bodies) > 1 {
+		t.Fatalf("answers %v with %d distinct 201 bodies; want only 201s of one payment and 409s", answers, len(bodies))
+	}
+	final := retryPayment(t, servers[0].url, "pay-1", orderID)
+	if final.status != 201 {
+		t.Fatalf("final answer %d %s", final.status, final.body)
+	}
+	takeovers := 0
+	for _, p := range servers {
+		takeovers += strings.Count(p.log(), "took over an abandoned attempt")
+	}
+	if takeovers != 1 {
+		t.Fatalf("%d takeovers logged by the two servers, want 1", takeovers)
+	}
+	if s := fake.Stats(); s.Charges != 1 || s.Requests != 2 {
+		t.Fatalf("provider saw %+v, want 2 requests (the crashed one and the takeover) and 1 charge", s)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM payments`); n != 1 {
+		t.Fatalf("%d payments, want 1", n)
 	}
 }

@@ -1,0 +1,53 @@
+// Command fake-psp serves the example's fake payment provider, which
+// makes each charge once per Idempotency-Key, declines amounts of 4000
+// cents, and reports its counts at GET /v1/stats.
+//
+//	go run ./example/cmd/fake-psp [-addr 127.0.0.1:9090]
+//
+// Give its URL to the example server with -psp-url, so that the provider
+// outlives a crash of the server.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/idemgen/idemgen/example/psp"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:9090", "listen address (port 0 picks a free port)")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		log.Error("fake-psp: listen", "error", err)
+		os.Exit(1)
+	}
+	fake := psp.NewFake()
+	srv := &http.Server{Handler: fake, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	log.Info("fake-psp: listening", "url", "http://"+ln.Addr().String())
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		log.Error("fake-psp: serve", "error", err)
+		os.Exit(1)
+	}
+	s := fake.Stats()
+	log.Info("fake-psp: stopped", "requests", s.Requests, "charges", s.Charges, "declines", s.Declines)
+}

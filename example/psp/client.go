@@ -1,0 +1,109 @@
+package psp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// Client calls a payment provider's charges API.
+type Client struct {
+	// BaseURL is the provider's, such as http://127.0.0.1:9090.
+	BaseURL string
+	// HTTP sends the requests; nil uses http.DefaultClient.
+	HTTP *http.Client
+}
+
+// ChargeRequest is a charge to make.
+type ChargeRequest struct {
+	AmountCents int64  `json:"amount_cents"`
+	Currency    string `json:"currency,omitempty"`
+	// Reference is the caller's, such as its payment's ID.
+	Reference string `json:"reference"`
+}
+
+// Charge is a charge the provider made or declined.
+type Charge struct {
+	ID          string `json:"id"`
+	AmountCents int64  `json:"amount_cents"`
+	Currency    string `json:"currency"`
+	Reference   string `json:"reference"`
+	// Status is StatusSucceeded or StatusDeclined.
+	Status      string `json:"status"`
+	DeclineCode string `json:"decline_code,omitempty"`
+}
+
+// Error is an answer of the provider other than a charge.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("psp: %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// Charge creates a charge. The provider makes it once per idempotencyKey
+// and answers a retry with the same charge. A decline is not an error: the
+// charge comes back with Status StatusDeclined.
+func (c *Client) Charge(ctx context.Context, idempotencyKey string, req ChargeRequest) (Charge, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return Charge{}, fmt.Errorf("psp: charge: %w", err)
+	}
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+"/v1/charges", bytes.NewReader(body))
+	if err != nil {
+		return Charge{}, fmt.Errorf("psp: charge: %w", err)
+	}
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Idempotency-Key", idempotencyKey)
+	var ch Charge
+	if err := c.do(r, &ch, http.StatusCreated, http.StatusPaymentRequired); err != nil {
+		return Charge{}, fmt.Errorf("psp: charge: %w", err)
+	}
+	return ch, nil
+}
+
+// Stats reads what the fake provider counted.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	r, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+"/v1/stats", nil)
+	if err != nil {
+		return Stats{}, fmt.Errorf("psp: stats: %w", err)
+	}
+	var s Stats
+	if err := c.do(r, &s, http.StatusOK); err != nil {
+		return Stats{}, fmt.Errorf("psp: stats: %w", err)
+	}
+	return s, nil
+}
+
+// do sends r and decodes an answer with one of the ok statuses into v.
+func (c *Client) do(r *http.Request, v any, ok ...int) error {
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(r)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	for _, status := range ok {
+		if resp.StatusCode == status {
+			return json.Unmarshal(body, v)
+		}
+	}
+	var e apiError
+	if json.Unmarshal(body, &e) != nil || e.Code == "" {
+		e = apiError{Code: "unexpected_response", Message: string(body)}
+	}
+	return &Error{Status: resp.StatusCode, Code: e.Code, Message: e.Message}
+}
