@@ -264,11 +264,12 @@ func (e *Engine[T]) execute(ctx context.Context, txn Txn[T], at *Attempt[T], h H
 	// The attempt ends whatever the client does: a response the handler
 	// produced is worth storing even if the client has gone.
 	endCtx := context.WithoutCancel(ctx)
+	ended := false
 	defer func() {
-		p := recover()
-		if p == nil && err == nil {
+		if ended {
 			return
 		}
+		p := recover()
 		if abortErr := txn.Abort(endCtx); abortErr != nil {
 			e.log.ErrorContext(ctx, "idem: abort attempt", "operation", at.id.Operation, "error", abortErr)
 		}
@@ -284,6 +285,9 @@ func (e *Engine[T]) execute(ctx context.Context, txn Txn[T], at *Attempt[T], h H
 
 	write, err := h(ctx, at)
 	if err != nil {
+		if e.storeDown(err) {
+			return e.unavailable(ctx, at.id, "handler", err), nil
+		}
 		return nil, err
 	}
 	if write == nil {
@@ -293,12 +297,21 @@ func (e *Engine[T]) execute(ctx context.Context, txn Txn[T], at *Attempt[T], h H
 	if err != nil {
 		return nil, fmt.Errorf("idem: write %s response: %w", at.id.Operation, err)
 	}
+	// Complete ends the transaction, committed or not.
+	ended = true
 	if err := txn.Complete(endCtx, resp); err != nil {
 		// Complete failed, so the transaction with the handler's writes did
 		// not commit: the client may safely retry.
 		return e.unavailable(ctx, at.id, "complete", err), nil
 	}
 	return resp, nil
+}
+
+// storeDown reports whether a handler's error comes from the store's
+// database being unreachable; see ErrorClassifier.
+func (e *Engine[T]) storeDown(err error) bool {
+	c, ok := e.store.(ErrorClassifier)
+	return ok && c.Unavailable(err)
 }
 
 func (e *Engine[T]) unavailable(ctx context.Context, id ID, step string, err error) *Response {

@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 )
@@ -22,6 +23,29 @@ func RequestFrom(ctx context.Context) *http.Request {
 	return r
 }
 
+// DefaultMaxBodyBytes bounds request bodies when LimitBody is given 0. It
+// is the multipart buffer's limit, so that any body the protocol can
+// fingerprint gets through.
+const DefaultMaxBodyBytes = DefaultMaxMultipartBytes
+
+// LimitBody returns middleware that bounds request bodies to limit bytes
+// (0: DefaultMaxBodyBytes; negative: no limit). A body over it fails to
+// decode, before any claim, and RequestError answers 413.
+func LimitBody(limit int64) func(http.Handler) http.Handler {
+	if limit == 0 {
+		limit = DefaultMaxBodyBytes
+	}
+	return func(next http.Handler) http.Handler {
+		if limit < 0 {
+			return next
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
 // ErrorHandlers answer the errors of the generated server with problem
 // details, so that every answer of an annotated API is problem+json.
 type ErrorHandlers struct {
@@ -29,8 +53,18 @@ type ErrorHandlers struct {
 	Logger *slog.Logger
 }
 
-// RequestError answers a request that failed to decode with a 400.
+// RequestError answers a request that failed to decode with a 400, or a
+// 413 when its body is over the limit of LimitBody.
 func (h ErrorHandlers) RequestError(w http.ResponseWriter, r *http.Request, err error) {
+	if tooLarge, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		WriteProblem(w, &Problem{
+			Type:   TypeBodyTooLarge,
+			Title:  "Request body too large",
+			Status: http.StatusRequestEntityTooLarge,
+			Detail: fmt.Sprintf("The request body is over the limit of %d bytes, so it was not run. Send a smaller body.", tooLarge.Limit),
+		})
+		return
+	}
 	WriteProblem(w, &Problem{
 		Type:   TypeInvalidRequest,
 		Title:  "Invalid request",

@@ -82,6 +82,9 @@ func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T]
 		next, resp, err := e.runPhase(ctx, op, ph, at, run)
 		if err != nil {
 			release()
+			if e.storeDown(err) {
+				return e.unavailable(ctx, at.id, "phase", err), nil
+			}
 			return nil, err
 		}
 		if resp != nil {
@@ -153,6 +156,9 @@ func (e *Engine[T]) runKeyless(ctx context.Context, op *Operation, at *Attempt[T
 		}
 		at.tx = txn.Tx()
 		next, resp, err := e.runPhase(ctx, op, txn, at, run)
+		if e.storeDown(err) {
+			return e.unavailable(ctx, at.id, "phase", err), nil
+		}
 		if err != nil {
 			return nil, err
 		}

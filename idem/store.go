@@ -133,3 +133,13 @@ type Txn[T any] interface {
 	// retry runs again.
 	Abort(ctx context.Context) error
 }
+
+// ErrorClassifier is implemented by stores that can tell when an error
+// means their database is unreachable: a lost or refused connection, a
+// server shutting down or restarting. The engine then answers a handler
+// error caused that way, such as a failed write through the attempt's
+// transaction, with 503 and Retry-After, as it does its own store
+// failures, instead of a 500.
+type ErrorClassifier interface {
+	Unavailable(err error) bool
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/idemgen/idemgen/example/psp"
 	"github.com/idemgen/idemgen/example/server"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/idemgen/idemgen/internal/pglocal"
 	"github.com/idemgen/idemgen/internal/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -516,5 +517,30 @@ func TestStoppedDatabaseIs503AndRunsNothing(t *testing.T) {
 	}
 	if got := e.svc.calls.Load(); got != 1 {
 		t.Fatalf("createOrder ran %d times, want 1 (only before the stop)", got)
+	}
+}
+
+// A body over the configured limit is a 413 before any claim, and the
+// handler does not run; within the limit the same request goes through.
+func TestBodyOverLimitIs413(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	if err := orders.Migrate(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	svc := &service{Service: &orders.Service{Pool: pool}}
+	srv := httptest.NewServer(gen.NewIdempotentHandler(svc, pgstore.New(pool), gen.IdempotentHandlerOptions{
+		Options:      idem.Options{Scope: orders.Scope, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		MaxBodyBytes: 200,
+	}))
+	defer srv.Close()
+	e := &env{t: t, pool: pool, svc: svc, url: srv.URL}
+	padded := `{"amount_cents": 1250, "currency": "EUR", "customer_id": "cus_` + strings.Repeat("x", 200) + `"}`
+	r := e.post("acct_1", padded, "k1")
+	if r.status != 413 || r.problem(t).Type != idem.TypeBodyTooLarge || !strings.Contains(r.problem(t).Detail, "200 bytes") {
+		t.Fatalf("oversized body: %d %s", r.status, r.body)
+	}
+	e.expect(0, 0, 0)
+	if r := e.post("acct_1", order, "k1"); r.status != 201 {
+		t.Fatalf("body within the limit: %d %s", r.status, r.body)
 	}
 }

@@ -22,12 +22,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore/internal/dbsqlc"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -201,7 +205,8 @@ func (t *txn) Complete(ctx context.Context, r *idem.Response) error {
 
 // Abort rolls the attempt back, claim and writes together.
 func (t *txn) Abort(ctx context.Context) error {
-	if err := t.tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+	// On a closed connection the server has rolled the transaction back.
+	if err := t.tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) && !errors.Is(err, pgconn.ErrConnClosed) {
 		return fmt.Errorf("pgstore: roll back attempt: %w", err)
 	}
 	return nil
@@ -291,3 +296,29 @@ type ownedTx struct{ pgx.Tx }
 
 func (ownedTx) Commit(context.Context) error   { return ErrOwnedTx }
 func (ownedTx) Rollback(context.Context) error { return ErrOwnedTx }
+
+var _ idem.ErrorClassifier = (*Store)(nil)
+
+// Unavailable reports whether err means the database could not be reached
+// or went away: a refused or lost connection, or a server shutting down,
+// restarting or out of connections. The engine answers handler errors of
+// that kind with 503, so clients retry instead of giving up on a 500.
+func (s *Store) Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", // admin_shutdown, crash_shutdown, cannot_connect_now
+			"53300": // too_many_connections
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08") // connection_exception
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) ||
+		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		pgconn.SafeToRetry(err)
+}

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -272,5 +273,64 @@ func TestAbandonedClaimIsTakenOverOnce(t *testing.T) {
 	var point string
 	if err := pool.QueryRow(ctx, `SELECT recovery_point FROM idempotency_keys WHERE key = 'k'`).Scan(&point); err != nil || point != "charge_created" {
 		t.Fatalf("recovery point after takeover = %q, %v; want kept", point, err)
+	}
+}
+
+// A handler whose write fails because the database connection died gets
+// the store's 503 and Retry-After, not a 500; the key is left free for the
+// retry. Other handler errors stay errors, for a 500.
+func TestHandlerLosingTheDatabaseIs503(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, nil)
+	e := idem.NewEngine(pgstore.New(pool), idem.Options{})
+	op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Minute, RecoveryPoints: []string{"a"}}
+	serve := func(key string, phased bool, fail func(at *idem.Attempt[pgx.Tx]) error) (*idem.Response, error) {
+		r, _ := http.NewRequest("POST", "/orders", nil)
+		r.Header.Set(idem.HeaderKey, key)
+		ctx := idem.WithRequest(ctx, r)
+		ok := func(w http.ResponseWriter) error { w.WriteHeader(201); return nil }
+		if phased {
+			return e.ServePhased(ctx, op, []byte("fp"), func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (string, idem.Writer, error) {
+				if err := fail(at); err != nil {
+					return "", nil, err
+				}
+				return "", ok, nil
+			})
+		}
+		return e.Serve(ctx, op, []byte("fp"), func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+			if err := fail(at); err != nil {
+				return nil, err
+			}
+			return ok, nil
+		})
+	}
+	killConn := func(at *idem.Attempt[pgx.Tx]) error {
+		_, err := at.Tx().Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
+		if err == nil {
+			return errors.New("the connection survived pg_terminate_backend")
+		}
+		return err
+	}
+	for _, phased := range []bool{false, true} {
+		key := fmt.Sprintf("phased=%v", phased)
+		resp, err := serve(key, phased, killConn)
+		if err != nil || resp.Status != 503 || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s: connection killed in the handler: %+v, %v; want 503 with Retry-After", key, resp, err)
+		}
+		if strings.Contains(string(resp.Body), "terminat") {
+			t.Errorf("%s: the 503 leaks the database error: %s", key, resp.Body)
+		}
+		// Should the phased lease's release have failed too, end the lease
+		// as its expiry would.
+		if _, err := pool.Exec(ctx, `UPDATE idempotency_keys SET locked_until = now() WHERE key = $1`, key); err != nil {
+			t.Fatal(err)
+		}
+		resp, err = serve(key, phased, func(*idem.Attempt[pgx.Tx]) error { return nil })
+		if err != nil || resp.Status != 201 {
+			t.Fatalf("%s: retry: %+v, %v", key, resp, err)
+		}
+	}
+	if _, err := serve("other", false, func(*idem.Attempt[pgx.Tx]) error { return errors.New("business bug") }); err == nil || err.Error() != "business bug" {
+		t.Fatalf("a handler's own error = %v, want it returned for a 500", err)
 	}
 }

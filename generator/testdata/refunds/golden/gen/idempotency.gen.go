@@ -37,11 +37,15 @@ type IdempotentHandlerOptions struct {
 	Middlewares []MiddlewareFunc
 	// StrictMiddlewares run around every operation, outside the protocol.
 	StrictMiddlewares []StrictMiddlewareFunc
+	// MaxBodyBytes bounds request bodies: a larger one is answered 413
+	// before any claim. Zero means idem.DefaultMaxBodyBytes (32 MiB);
+	// negative, no limit.
+	MaxBodyBytes int64
 }
 
 // NewIdempotentHandler returns an http.Handler that serves impl, with the
 // Idempotency-Key protocol on every annotated operation and problem+json
-// answers to requests that do not decode.
+// answers to requests that do not decode or are too large.
 func NewIdempotentHandler[T any](impl IdempotentServer[T], store idem.Store[T], opts IdempotentHandlerOptions) http.Handler {
 	errs := idem.ErrorHandlers{Logger: opts.Logger}
 	middlewares := append([]StrictMiddlewareFunc{withIdempotencyRequest}, opts.StrictMiddlewares...)
@@ -50,9 +54,10 @@ func NewIdempotentHandler[T any](impl IdempotentServer[T], store idem.Store[T], 
 		ResponseErrorHandlerFunc: errs.ResponseError,
 	})
 	return HandlerWithOptions(strict, StdHTTPServerOptions{
-		BaseURL:          opts.BaseURL,
-		BaseRouter:       opts.BaseRouter,
-		Middlewares:      opts.Middlewares,
+		BaseURL:    opts.BaseURL,
+		BaseRouter: opts.BaseRouter,
+		// The last middleware runs first: bodies are bounded before anything reads them.
+		Middlewares:      append(append([]MiddlewareFunc{}, opts.Middlewares...), MiddlewareFunc(idem.LimitBody(opts.MaxBodyBytes))),
 		ErrorHandlerFunc: errs.RequestError,
 	})
 }
