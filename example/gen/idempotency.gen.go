@@ -22,6 +22,8 @@ import (
 // instead, embedded below: each phase commits its writes with the next
 // recovery point, and an error undoes only the phase that returned it.
 type IdempotentServer[T any] interface {
+	// CreateOrderBaseline serves POST /baseline/orders.
+	CreateOrderBaseline(ctx context.Context, request CreateOrderBaselineRequestObject) (CreateOrderBaselineResponseObject, error)
 	// ListOrders serves GET /orders.
 	ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error)
 	// CreateOrder serves POST /orders: idempotent, key required, responses kept 24h.
@@ -144,6 +146,10 @@ type idempotentServer[T any] struct {
 	engine          *idem.Engine[T]
 	createOrderOp   idem.Operation
 	createPaymentOp idem.Operation
+}
+
+func (s *idempotentServer[T]) CreateOrderBaseline(ctx context.Context, request CreateOrderBaselineRequestObject) (CreateOrderBaselineResponseObject, error) {
+	return s.impl.CreateOrderBaseline(ctx, request)
 }
 
 func (s *idempotentServer[T]) ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error) {

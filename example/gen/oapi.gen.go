@@ -67,6 +67,12 @@ type Problem struct {
 // AccountId defines model for AccountId.
 type AccountId = string
 
+// CreateOrderBaselineParams defines parameters for CreateOrderBaseline.
+type CreateOrderBaselineParams struct {
+	// XAccountId The caller's account; idempotency keys are scoped to it.
+	XAccountId AccountId `json:"X-Account-Id"`
+}
+
 // ListOrdersParams defines parameters for ListOrders.
 type ListOrdersParams struct {
 	CustomerId string `form:"customer_id" json:"customer_id"`
@@ -93,6 +99,9 @@ type CreatePaymentParams struct {
 	XAccountId AccountId `json:"X-Account-Id"`
 }
 
+// CreateOrderBaselineJSONRequestBody defines body for CreateOrderBaseline for application/json ContentType.
+type CreateOrderBaselineJSONRequestBody = NewOrder
+
 // CreateOrderJSONRequestBody defines body for CreateOrder for application/json ContentType.
 type CreateOrderJSONRequestBody = NewOrder
 
@@ -101,6 +110,9 @@ type CreatePaymentJSONRequestBody = NewPayment
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// CreateOrderBaseline Create an order, without idempotency
+	// (POST /baseline/orders)
+	CreateOrderBaseline(w http.ResponseWriter, r *http.Request, params CreateOrderBaselineParams)
 	// ListOrders List the account's orders of a customer
 	// (GET /orders)
 	ListOrders(w http.ResponseWriter, r *http.Request, params ListOrdersParams)
@@ -123,6 +135,51 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// CreateOrderBaseline operation middleware
+func (siw *ServerInterfaceWrapper) CreateOrderBaseline(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateOrderBaselineParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "X-Account-Id" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Account-Id")]; found {
+		var XAccountId AccountId
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Account-Id", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Account-Id", valueList[0], &XAccountId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Account-Id", Err: err})
+			return
+		}
+
+		params.XAccountId = XAccountId
+
+	} else {
+		err := fmt.Errorf("Header parameter X-Account-Id is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "X-Account-Id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateOrderBaseline(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // ListOrders operation middleware
 func (siw *ServerInterfaceWrapper) ListOrders(w http.ResponseWriter, r *http.Request) {
@@ -449,9 +506,55 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/orders", wrapper.ListOrders)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/orders", wrapper.CreateOrder)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/orders/{id}", wrapper.GetOrder)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/baseline/orders", wrapper.CreateOrderBaseline)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/payments", wrapper.CreatePayment)
 
 	return m
+}
+
+type CreateOrderBaselineRequestObject struct {
+	Params CreateOrderBaselineParams
+	Body   *CreateOrderBaselineJSONRequestBody
+}
+
+type CreateOrderBaselineResponseObject interface {
+	VisitCreateOrderBaselineResponse(w http.ResponseWriter) error
+}
+
+type CreateOrderBaseline201ResponseHeaders struct {
+	Location string
+}
+
+type CreateOrderBaseline201JSONResponse struct {
+	Body    Order
+	Headers CreateOrderBaseline201ResponseHeaders
+}
+
+func (response CreateOrderBaseline201JSONResponse) VisitCreateOrderBaselineResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOrderBaseline400ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateOrderBaseline400ApplicationProblemPlusJSONResponse) VisitCreateOrderBaselineResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type ListOrdersRequestObject struct {
@@ -633,6 +736,9 @@ func (response CreatePayment404ApplicationProblemPlusJSONResponse) VisitCreatePa
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// CreateOrderBaseline Create an order, without idempotency
+	// (POST /baseline/orders)
+	CreateOrderBaseline(ctx context.Context, request CreateOrderBaselineRequestObject) (CreateOrderBaselineResponseObject, error)
 	// ListOrders List the account's orders of a customer
 	// (GET /orders)
 	ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error)
@@ -684,6 +790,39 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// CreateOrderBaseline operation middleware
+func (sh *strictHandler) CreateOrderBaseline(w http.ResponseWriter, r *http.Request, params CreateOrderBaselineParams) {
+	var request CreateOrderBaselineRequestObject
+
+	request.Params = params
+
+	var body CreateOrderBaselineJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateOrderBaseline(ctx, request.(CreateOrderBaselineRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateOrderBaseline")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateOrderBaselineResponseObject); ok {
+		if err := validResponse.VisitCreateOrderBaselineResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // ListOrders operation middleware

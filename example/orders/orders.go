@@ -65,22 +65,13 @@ const ProblemInvalidOrder = "https://example.com/problems/invalid-order"
 const orderColumns = `id, account_id, amount_cents, currency, customer_id, created_at`
 
 func (s *Service) CreateOrder(ctx context.Context, at *idem.Attempt[pgx.Tx], req gen.CreateOrderRequestObject) (gen.CreateOrderResponseObject, error) {
-	b := req.Body
-	if b.AmountCents <= 0 {
+	if p := checkOrder(req.Body); p != nil {
 		// A typed response: stored and replayed like a success.
-		return gen.CreateOrder400ApplicationProblemPlusJSONResponse{
-			Type:   ProblemInvalidOrder,
-			Title:  "Invalid order",
-			Status: http.StatusBadRequest,
-			Detail: ptr(fmt.Sprintf("amount_cents must be positive, got %d; send a new request with a new Idempotency-Key", b.AmountCents)),
-		}, nil
+		return gen.CreateOrder400ApplicationProblemPlusJSONResponse(*p), nil
 	}
-	row := at.Tx().QueryRow(ctx,
-		`INSERT INTO orders (account_id, amount_cents, currency, customer_id) VALUES ($1, $2, $3, $4) RETURNING `+orderColumns,
-		req.Params.XAccountId, b.AmountCents, b.Currency, b.CustomerId)
-	o, err := scanOrder(row)
+	o, err := insertOrder(ctx, at.Tx(), req.Params.XAccountId, req.Body)
 	if err != nil {
-		return nil, fmt.Errorf("insert order: %w", err)
+		return nil, err
 	}
 	if s.WorkDelay > 0 {
 		select {
@@ -93,6 +84,49 @@ func (s *Service) CreateOrder(ctx context.Context, at *idem.Attempt[pgx.Tx], req
 		Body:    o,
 		Headers: gen.CreateOrder201ResponseHeaders{Location: "/orders/" + o.Id},
 	}, nil
+}
+
+// CreateOrderBaseline is CreateOrder without idempotency: the same checks
+// and insert, committed on its own.
+func (s *Service) CreateOrderBaseline(ctx context.Context, req gen.CreateOrderBaselineRequestObject) (gen.CreateOrderBaselineResponseObject, error) {
+	if p := checkOrder(req.Body); p != nil {
+		return gen.CreateOrderBaseline400ApplicationProblemPlusJSONResponse(*p), nil
+	}
+	o, err := insertOrder(ctx, s.Pool, req.Params.XAccountId, req.Body)
+	if err != nil {
+		return nil, err
+	}
+	return gen.CreateOrderBaseline201JSONResponse{
+		Body:    o,
+		Headers: gen.CreateOrderBaseline201ResponseHeaders{Location: "/orders/" + o.Id},
+	}, nil
+}
+
+// checkOrder returns the problem with an order, or nil.
+func checkOrder(b *gen.NewOrder) *gen.Problem {
+	if b.AmountCents > 0 {
+		return nil
+	}
+	return &gen.Problem{
+		Type:   ProblemInvalidOrder,
+		Title:  "Invalid order",
+		Status: http.StatusBadRequest,
+		Detail: ptr(fmt.Sprintf("amount_cents must be positive, got %d; send a new request with a new Idempotency-Key", b.AmountCents)),
+	}
+}
+
+// insertOrder inserts an order through db: the attempt's transaction, or
+// the pool.
+func insertOrder(ctx context.Context, db interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, account string, b *gen.NewOrder) (gen.Order, error) {
+	o, err := scanOrder(db.QueryRow(ctx,
+		`INSERT INTO orders (account_id, amount_cents, currency, customer_id) VALUES ($1, $2, $3, $4) RETURNING `+orderColumns,
+		account, b.AmountCents, b.Currency, b.CustomerId))
+	if err != nil {
+		return o, fmt.Errorf("insert order: %w", err)
+	}
+	return o, nil
 }
 
 func (s *Service) GetOrder(ctx context.Context, req gen.GetOrderRequestObject) (gen.GetOrderResponseObject, error) {

@@ -544,3 +544,18 @@ func TestBodyOverLimitIs413(t *testing.T) {
 		t.Fatalf("body within the limit: %d %s", r.status, r.body)
 	}
 }
+
+// The baseline twin of createOrder, for benchmarks, runs without a key
+// and stores nothing.
+func TestBaselineOrderNeedsNoKey(t *testing.T) {
+	e := newEnv(t, nil)
+	for range 2 {
+		req, _ := http.NewRequest("POST", e.url+"/baseline/orders", strings.NewReader(order))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Account-Id", "acct_1")
+		if r := e.do(req); r.status != 201 || !strings.HasPrefix(r.header.Get("Location"), "/orders/ord_") {
+			t.Fatalf("baseline: %d %v %s", r.status, r.header, r.body)
+		}
+	}
+	e.expect(2, 0, 0)
+}
