@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 )
 
 // Client calls a payment provider's charges API.
@@ -36,20 +37,27 @@ type Charge struct {
 	DeclineCode string `json:"decline_code,omitempty"`
 }
 
-// Error is an answer of the provider other than a charge.
+// Error is an answer of the provider other than a charge or its stats,
+// such as a 422 for an Idempotency-Key reused for another charge.
 type Error struct {
-	Status  int
-	Code    string
+	// Status is the HTTP status code.
+	Status int
+	// Code is the provider's error code, such as "idempotency_key_reused",
+	// or "unexpected_response" when the body is not one of its errors.
+	Code string
+	// Message is the provider's explanation, or the body it sent.
 	Message string
 }
 
+// Error has no "psp:" prefix because the client's methods wrap it in one.
 func (e *Error) Error() string {
-	return fmt.Sprintf("psp: %d %s: %s", e.Status, e.Code, e.Message)
+	return fmt.Sprintf("provider answered %d %s: %s", e.Status, e.Code, e.Message)
 }
 
-// Charge creates a charge. The provider makes it once per idempotencyKey
-// and answers a retry with the same charge. A decline is not an error: the
-// charge comes back with Status StatusDeclined.
+// Charge creates a charge; idempotencyKey makes retries safe, because the
+// provider makes the charge once per key and answers a retry with it. A
+// decline is not an error: the charge comes back with Status
+// StatusDeclined. Any answer other than 201 or 402 is an *Error.
 func (c *Client) Charge(ctx context.Context, idempotencyKey string, req ChargeRequest) (Charge, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -68,7 +76,7 @@ func (c *Client) Charge(ctx context.Context, idempotencyKey string, req ChargeRe
 	return ch, nil
 }
 
-// Stats reads what the fake provider counted.
+// Stats reads what the fake provider counted, from GET /v1/stats.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	r, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+"/v1/stats", nil)
 	if err != nil {
@@ -94,12 +102,13 @@ func (c *Client) do(r *http.Request, v any, ok ...int) error {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return err
+		return fmt.Errorf("read %d answer: %w", resp.StatusCode, err)
 	}
-	for _, status := range ok {
-		if resp.StatusCode == status {
-			return json.Unmarshal(body, v)
+	if slices.Contains(ok, resp.StatusCode) {
+		if err := json.Unmarshal(body, v); err != nil {
+			return fmt.Errorf("decode %d answer: %w", resp.StatusCode, err)
 		}
+		return nil
 	}
 	var e apiError
 	if json.Unmarshal(body, &e) != nil || e.Code == "" {

@@ -5,7 +5,6 @@
 package psp
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -23,9 +22,16 @@ const (
 // so that demos and tests can show a decline.
 const DeclineAmount int64 = 4000
 
+// defaultCurrency is the currency of a charge request that names none.
+const defaultCurrency = "EUR"
+
+// maxBody bounds a charge request's body; a charge is a few dozen bytes.
+const maxBody = 64 << 10
+
 // Stats counts what a Fake did.
 type Stats struct {
-	// Requests counts every charge request received, retries included.
+	// Requests counts every POST /v1/charges received, replays and
+	// refused requests included.
 	Requests int `json:"requests"`
 	// Charges counts the charges made: one per Idempotency-Key.
 	Charges int `json:"charges"`
@@ -37,10 +43,12 @@ type Stats struct {
 // GET /v1/stats. It is safe for concurrent use.
 type Fake struct {
 	mu    sync.Mutex
-	keys  map[string]*stored
+	keys  map[string]stored
 	stats Stats
 }
 
+// stored is the first answer to an Idempotency-Key, with the request it
+// answered so that a reuse of the key for another charge can be refused.
 type stored struct {
 	req    ChargeRequest
 	status int
@@ -49,7 +57,7 @@ type stored struct {
 
 // NewFake returns a provider with no charges.
 func NewFake() *Fake {
-	return &Fake{keys: make(map[string]*stored)}
+	return &Fake{keys: make(map[string]stored)}
 }
 
 // Stats returns the counts so far.
@@ -59,6 +67,8 @@ func (f *Fake) Stats() Stats {
 	return f.stats
 }
 
+// ServeHTTP serves POST /v1/charges and GET /v1/stats, and a JSON 404 for
+// anything else.
 func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/charges":
@@ -71,16 +81,17 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *Fake) charge(w http.ResponseWriter, r *http.Request) {
-	key := r.Header.Get("Idempotency-Key")
 	f.mu.Lock()
 	f.stats.Requests++
 	f.mu.Unlock()
+
+	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
 		writeError(w, http.StatusBadRequest, "missing_idempotency_key", "send an Idempotency-Key header with every charge")
 		return
 	}
 	var req ChargeRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&req); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request", "the body is not a charge: "+err.Error())
 		return
 	}
@@ -89,23 +100,39 @@ func (f *Fake) charge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Currency == "" {
-		req.Currency = "EUR"
+		// Defaulted before the comparison with a stored request, so that
+		// leaving the currency out and sending "EUR" are the same charge.
+		req.Currency = defaultCurrency
 	}
 
-	// The lock is held across the whole charge so that concurrent retries
-	// of one key make one charge.
+	s, replayed, reused := f.once(key, req)
+	if reused {
+		writeError(w, http.StatusUnprocessableEntity, "idempotency_key_reused", "this Idempotency-Key was used for a different charge; send a new key for a new charge")
+		return
+	}
+	if replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	writeBody(w, s.status, s.body)
+}
+
+// once returns the answer stored for key, making the charge first if the
+// key is new. The lock is held from the lookup to the store, so that
+// concurrent retries of one key make one charge; the answer is written
+// after it is released, so a slow client holds up no one.
+func (f *Fake) once(key string, req ChargeRequest) (s stored, replayed, reused bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if s, ok := f.keys[key]; ok {
-		if s.req != req {
-			writeError(w, http.StatusUnprocessableEntity, "idempotency_key_reused", "this Idempotency-Key was used for a different charge")
-			return
-		}
-		w.Header().Set("Idempotent-Replayed", "true")
-		writeBody(w, s.status, s.body)
-		return
+		return s, s.req == req, s.req != req
 	}
-	c := Charge{ID: "ch_" + randomHex(8), AmountCents: req.AmountCents, Currency: req.Currency, Reference: req.Reference, Status: StatusSucceeded}
+	c := Charge{
+		ID:          "ch_" + randomHex(8),
+		AmountCents: req.AmountCents,
+		Currency:    req.Currency,
+		Reference:   req.Reference,
+		Status:      StatusSucceeded,
+	}
 	status := http.StatusCreated
 	if req.AmountCents == DeclineAmount {
 		c.Status, c.DeclineCode, status = StatusDeclined, "card_declined", http.StatusPaymentRequired
@@ -114,8 +141,9 @@ func (f *Fake) charge(w http.ResponseWriter, r *http.Request) {
 		f.stats.Charges++
 	}
 	body, _ := json.Marshal(c) // a Charge always encodes
-	f.keys[key] = &stored{req: req, status: status, body: body}
-	writeBody(w, status, body)
+	s = stored{req: req, status: status, body: body}
+	f.keys[key] = s
+	return s, false, false
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -126,18 +154,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func writeBody(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(bytes.TrimSpace(body))
+	_, _ = w.Write(body)
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {
 	writeJSON(w, status, apiError{Code: code, Message: message})
 }
 
+// apiError is the body of every answer that is not a charge or stats.
 type apiError struct {
 	Code    string `json:"error"`
 	Message string `json:"message"`
 }
 
+// randomHex returns n random bytes as 2n hex characters.
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // never fails, per crypto/rand

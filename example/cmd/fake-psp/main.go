@@ -4,14 +4,17 @@
 //
 //	go run ./example/cmd/fake-psp [-addr 127.0.0.1:9090]
 //
-// Give its URL to the example server with -psp-url, so that the provider
-// outlives a crash of the server.
+// Once it listens it logs `msg="fake-psp: listening" url=http://host:port`,
+// so that scripts given -addr 127.0.0.1:0 can find the port. Give that URL
+// to the example server with -psp-url, so that the provider outlives a
+// crash of the server.
 package main
 
 import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -30,24 +33,38 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		log.Error("fake-psp: listen", "error", err)
+	if err := run(ctx, log, *addr); err != nil {
+		log.Error("fake-psp: serve", "error", err)
 		os.Exit(1)
+	}
+}
+
+// run serves the fake on addr until ctx is done, then lets the requests
+// in flight finish.
+func run(ctx context.Context, log *slog.Logger, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
 	}
 	fake := psp.NewFake()
 	srv := &http.Server{Handler: fake, ReadHeaderTimeout: 10 * time.Second}
+	// Serve returns as soon as Shutdown begins; done tells when Shutdown
+	// has finished draining.
+	done := make(chan error, 1)
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(shutdown)
+		done <- srv.Shutdown(shutdown)
 	}()
 	log.Info("fake-psp: listening", "url", "http://"+ln.Addr().String())
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		log.Error("fake-psp: serve", "error", err)
-		os.Exit(1)
+		return err
+	}
+	if err := <-done; err != nil {
+		return fmt.Errorf("shut down: %w", err)
 	}
 	s := fake.Stats()
 	log.Info("fake-psp: stopped", "requests", s.Requests, "charges", s.Charges, "declines", s.Declines)
+	return nil
 }
