@@ -1,9 +1,11 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 )
@@ -29,8 +31,10 @@ func RequestFrom(ctx context.Context) *http.Request {
 const DefaultMaxBodyBytes = DefaultMaxMultipartBytes
 
 // LimitBody returns middleware that bounds request bodies to limit bytes
-// (0: DefaultMaxBodyBytes; negative: no limit). A body over it fails to
-// decode, before any claim, and RequestError answers 413.
+// (0: DefaultMaxBodyBytes; negative: no limit) and answers a larger one
+// with 413, before anything else reads it. The body is read whole first:
+// a decoder that stops at the end of the first JSON value would otherwise
+// let an oversized body through.
 func LimitBody(limit int64) func(http.Handler) http.Handler {
 	if limit == 0 {
 		limit = DefaultMaxBodyBytes
@@ -40,9 +44,40 @@ func LimitBody(limit int64) func(http.Handler) http.Handler {
 			return next
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			r.Body = http.MaxBytesReader(w, r.Body, limit)
+			if r.Body == nil || r.Body == http.NoBody {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if r.ContentLength > limit {
+				WriteProblem(w, bodyTooLarge(limit))
+				return
+			}
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				WriteProblem(w, bodyTooLarge(limit))
+				return
+			}
+			if err != nil {
+				WriteProblem(w, &Problem{
+					Type:   TypeInvalidRequest,
+					Title:  "Invalid request",
+					Status: http.StatusBadRequest,
+					Detail: "The request body could not be read: " + err.Error() + ". Send the request again; it was not run.",
+				})
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
 			next.ServeHTTP(w, r)
 		})
+	}
+}
+
+func bodyTooLarge(limit int64) *Problem {
+	return &Problem{
+		Type:   TypeBodyTooLarge,
+		Title:  "Request body too large",
+		Status: http.StatusRequestEntityTooLarge,
+		Detail: fmt.Sprintf("The request body is over the limit of %d bytes, so it was not run. Send a smaller body.", limit),
 	}
 }
 
@@ -57,12 +92,7 @@ type ErrorHandlers struct {
 // 413 when its body is over the limit of LimitBody.
 func (h ErrorHandlers) RequestError(w http.ResponseWriter, r *http.Request, err error) {
 	if tooLarge, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		WriteProblem(w, &Problem{
-			Type:   TypeBodyTooLarge,
-			Title:  "Request body too large",
-			Status: http.StatusRequestEntityTooLarge,
-			Detail: fmt.Sprintf("The request body is over the limit of %d bytes, so it was not run. Send a smaller body.", tooLarge.Limit),
-		})
+		WriteProblem(w, bodyTooLarge(tooLarge.Limit))
 		return
 	}
 	WriteProblem(w, &Problem{
