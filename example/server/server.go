@@ -43,6 +43,12 @@ type Config struct {
 	// CrashAfterCharge and CrashBeforeResponse. For demos and tests of
 	// what a retry does after a crash.
 	CrashAt string
+	// DBStats counts the statements the API sends to PostgreSQL and
+	// serves the counts as JSON at GET /debug/db-stats, for the load
+	// benchmark (go run ./bench). POST /debug/db-stats/flush first makes
+	// the pool's idle connections publish their pg_stat_database counts,
+	// which PostgreSQL otherwise does lazily.
+	DBStats bool
 	Logger  *slog.Logger
 }
 
@@ -130,7 +136,16 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 			return nil, err
 		}
 	}
-	if s.pool, err = pgxpool.New(ctx, url); err != nil {
+	poolCfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the database: %w", err)
+	}
+	var stats *dbStats
+	if cfg.DBStats {
+		stats = newDBStats()
+		poolCfg.ConnConfig.Tracer = stats
+	}
+	if s.pool, err = pgxpool.NewWithConfig(ctx, poolCfg); err != nil {
 		return nil, fmt.Errorf("connect to the database: %w", err)
 	}
 	if err := orders.Migrate(ctx, s.pool); err != nil {
@@ -162,6 +177,9 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		middlewares = append(middlewares, crashBeforeResponse(crash))
 	}
 	s.http = &http.Server{Handler: Handler(svc, s.pool, log, middlewares...), ReadHeaderTimeout: 10 * time.Second}
+	if stats != nil {
+		stats.mount(s.http, s.pool)
+	}
 	go func() { s.done <- s.http.Serve(ln) }()
 
 	// The janitor reports abandoned payments and deletes expired keys.

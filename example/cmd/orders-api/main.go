@@ -4,6 +4,7 @@
 //
 //	go run ./example/cmd/orders-api [-addr 127.0.0.1:8080] [-work-delay 2s]
 //	                                [-psp-url http://127.0.0.1:9090] [-crash-at after-charge]
+//	                                [-db-stats]
 //
 // DATABASE_URL names the database; without it the API uses the local
 // PostgreSQL on 127.0.0.1:5432, or starts a throwaway one. Without
@@ -27,6 +28,7 @@ func main() {
 	workDelay := flag.Duration("work-delay", 0, "make createOrder wait this long inside its attempt, holding its key (shows the 409 case)")
 	pspURL := flag.String("psp-url", "", "the payment provider's base URL, such as the one `go run ./example/cmd/fake-psp` prints (default: a fake one inside this process)")
 	crashAt := flag.String("crash-at", "", "die abruptly (SIGKILL) when createPayment reaches this point: after-claim, after-charge or before-response")
+	dbStats := flag.Bool("db-stats", false, "count the statements sent to PostgreSQL and serve the counts as JSON at GET /debug/db-stats (for go run ./bench)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 
@@ -38,6 +40,7 @@ func main() {
 		WorkDelay:   *workDelay,
 		PSPURL:      *pspURL,
 		CrashAt:     *crashAt,
+		DBStats:     *dbStats,
 		Logger:      log,
 	})
 	if err != nil {

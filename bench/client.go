@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemgen/idemgen/idem"
+)
+
+// account is the X-Account-Id of every request: the scope of the keys.
+const account = "acct_bench"
+
+// outcome is what a response says happened.
+type outcome int
+
+const (
+	outFirst    outcome = iota // the handler ran: 201 without Idempotent-Replayed
+	outReplay                  // 201 with Idempotent-Replayed: true
+	outConflict                // 409: the key's first attempt is in flight
+	outMismatch                // 422: the key was used for another request
+	outOther                   // any other status, or no response
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"first", "replay", "409", "422", "other"}
+
+func (o outcome) String() string { return outcomeNames[o] }
+
+func classify(status int, replayed string) outcome {
+	switch {
+	case status == http.StatusCreated && replayed == "true":
+		return outReplay
+	case status == http.StatusCreated:
+		return outFirst
+	case status == http.StatusConflict:
+		return outConflict
+	case status == http.StatusUnprocessableEntity:
+		return outMismatch
+	}
+	return outOther
+}
+
+// request is what a client sends: a POST of body to path, with key as its
+// Idempotency-Key unless empty.
+type request struct {
+	path string
+	key  string
+	body []byte
+}
+
+// client is one closed-loop load generator with its own keep-alive
+// connection: it sends the next request when the last one is answered.
+type client struct {
+	id   int
+	base string
+	http *http.Client
+	// seq counts the requests this client built, for fresh keys.
+	seq int
+	// orderID and payment are the client's order and the body that pays
+	// it, for the phased scenario.
+	orderID string
+	payment []byte
+
+	// What the current phase saw.
+	latencies []time.Duration
+	outcomes  [numOutcomes]int64
+	failures  int64 // requests without a response
+	sample    string
+}
+
+func newClient(id int, base string) *client {
+	return &client{
+		id:   id,
+		base: base,
+		http: &http.Client{
+			Timeout: time.Minute,
+			Transport: &http.Transport{
+				// One connection, kept alive: the load is conns
+				// connections, as a pool of API clients would hold.
+				MaxConnsPerHost:     1,
+				MaxIdleConnsPerHost: 1,
+				DisableCompression:  true,
+				IdleConnTimeout:     5 * time.Minute,
+			},
+		},
+	}
+}
+
+func (c *client) reset() {
+	c.latencies = c.latencies[:0]
+	c.outcomes = [numOutcomes]int64{}
+	c.failures = 0
+	c.sample = ""
+}
+
+func (c *client) close() { c.http.CloseIdleConnections() }
+
+// freshKey returns a key no request of this run used before.
+func (c *client) freshKey(prefix string) string {
+	c.seq++
+	return prefix + strconv.Itoa(c.id) + "-" + strconv.Itoa(c.seq)
+}
+
+// send sends r and records its outcome and latency.
+func (c *client) send(ctx context.Context, r request) outcome {
+	o, status, body, lat, err := c.roundTrip(ctx, r)
+	if err != nil {
+		c.failures++
+		c.outcomes[outOther]++
+		if c.sample == "" {
+			c.sample = err.Error()
+		}
+		return outOther
+	}
+	c.latencies = append(c.latencies, lat)
+	c.outcomes[o]++
+	if o == outOther && c.sample == "" {
+		c.sample = fmt.Sprintf("%s answered %d: %.200s", r.path, status, body)
+	}
+	return o
+}
+
+// roundTrip sends r and reads the whole answer, which lets the connection
+// be reused. It keeps the body only when the status is unexpected.
+func (c *client) roundTrip(ctx context.Context, r request) (outcome, int, []byte, time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+r.path, bytes.NewReader(r.body))
+	if err != nil {
+		return outOther, 0, nil, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Account-Id", account)
+	if r.key != "" {
+		req.Header.Set(idem.HeaderKey, r.key)
+	}
+	start := time.Now()
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return outOther, 0, nil, 0, err
+	}
+	defer resp.Body.Close()
+	o := classify(resp.StatusCode, resp.Header.Get(idem.HeaderReplayed))
+	var body []byte
+	if o == outOther {
+		body, err = io.ReadAll(resp.Body)
+	} else {
+		_, err = io.Copy(io.Discard, resp.Body)
+	}
+	lat := time.Since(start)
+	if err != nil {
+		return outOther, resp.StatusCode, nil, lat, fmt.Errorf("read the answer to %s: %w", r.path, err)
+	}
+	return o, resp.StatusCode, body, lat, nil
+}
+
+// post sends r outside any measurement and decodes a 201's JSON body into
+// into, when not nil.
+func (c *client) post(ctx context.Context, r request, into any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+r.path, bytes.NewReader(r.body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Account-Id", account)
+	if r.key != "" {
+		req.Header.Set(idem.HeaderKey, r.key)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("POST %s answered %d: %.300s", r.path, resp.StatusCode, body)
+	}
+	if into != nil {
+		return json.Unmarshal(body, into)
+	}
+	return nil
+}
+
+// phase is what all clients saw during one drive.
+type phase struct {
+	elapsed   time.Duration
+	requests  int64
+	outcomes  [numOutcomes]int64
+	failures  int64
+	latencies []time.Duration // sorted
+	sample    string
+}
+
+// drive runs every client in a closed loop on next until d has passed,
+// then waits for the requests in flight: when it returns, nothing is
+// running, so counters read next cover exactly the requests it counted.
+func drive(ctx context.Context, clients []*client, d time.Duration, next func(*client) request) phase {
+	var stop atomic.Bool
+	timer := time.AfterFunc(d, func() { stop.Store(true) })
+	defer timer.Stop()
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, c := range clients {
+		c.reset()
+		wg.Go(func() {
+			for !stop.Load() && ctx.Err() == nil {
+				c.send(ctx, next(c))
+			}
+		})
+	}
+	wg.Wait()
+	p := phase{elapsed: time.Since(start)}
+	for _, c := range clients {
+		for o, n := range c.outcomes {
+			p.outcomes[o] += n
+			p.requests += n
+		}
+		p.failures += c.failures
+		p.latencies = append(p.latencies, c.latencies...)
+		if p.sample == "" {
+			p.sample = c.sample
+		}
+	}
+	slices.Sort(p.latencies)
+	return p
+}
+
+// percentile returns the nearest-rank q-th percentile of sorted.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q/100*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}

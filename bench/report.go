@@ -1,0 +1,395 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// report is the result of a load run.
+type report struct {
+	Machine        machine          `json:"machine"`
+	PG             pgSettings       `json:"postgres"`
+	Load           loadConfig       `json:"load"`
+	PoolSeen       int              `json:"server_pg_connections"`
+	Scenarios      []scenarioResult `json:"scenarios"`
+	Targets        []target         `json:"targets"`
+	GoBench        []goBenchResult  `json:"go_bench,omitempty"`
+	GoBenchCommand string           `json:"go_bench_command,omitempty"`
+}
+
+type loadConfig struct {
+	Conns     int    `json:"conns"`
+	Rounds    int    `json:"rounds"`
+	Duration  string `json:"duration"`
+	Warmup    string `json:"warmup"`
+	PoolConns int    `json:"pool_conns_flag"`
+}
+
+// scenarioResult is one scenario's measured run.
+type scenarioResult struct {
+	Name     string           `json:"name"`
+	About    string           `json:"about"`
+	Requests int64            `json:"requests"`
+	Seconds  float64          `json:"seconds"`
+	RPS      float64          `json:"requests_per_second"`
+	Ratio    float64          `json:"ratio_to_baseline"` // 0 without a baseline
+	P50ms    float64          `json:"p50_ms"`
+	P99ms    float64          `json:"p99_ms"`
+	Errors   int64            `json:"errors"`
+	Outcomes map[string]int64 `json:"outcomes"`
+	// DB is what the server's tracer counted for the requests.
+	DB dbCounts `json:"statements"`
+	// Background counts the server's other statements meanwhile (the
+	// janitor), left out of DB.
+	Background int64 `json:"background_statements"`
+	// PGCommits and PGRollbacks are pg_stat_database's deltas for the
+	// run's database, less the server's background transactions.
+	PGCommits   int64 `json:"pg_xact_commit"`
+	PGRollbacks int64 `json:"pg_xact_rollback"`
+	// PGRows are the rows inserted, updated or deleted in the run's
+	// database.
+	PGRows    int64 `json:"pg_rows_written"`
+	PGSettled bool  `json:"pg_stats_settled"`
+	// XIDs and WALBytes are cluster-wide: they include what other
+	// databases and autovacuum did meanwhile. ForeignXIDs are the
+	// transaction IDs the server's writing commits do not account for;
+	// OtherDBTransactions and DatabasesChanged tell of other clients.
+	XIDs                int64  `json:"xids_assigned"`
+	WALBytes            int64  `json:"wal_bytes"`
+	ForeignXIDs         int64  `json:"xids_not_from_the_server"`
+	OtherDBTransactions int64  `json:"other_databases_transactions"`
+	DatabasesChanged    bool   `json:"databases_created_or_dropped"`
+	CPU                 cpuUse `json:"cpu"`
+	PGConns             int    `json:"pg_client_connections"`
+	ErrorSample         string `json:"error_sample,omitempty"`
+
+	latencies []time.Duration // sorted
+}
+
+// compute derives the rates and percentiles from the counts.
+func (s *scenarioResult) compute() {
+	s.RPS = 0
+	if s.Seconds > 0 {
+		s.RPS = float64(s.Requests) / s.Seconds
+	}
+	s.P50ms = ms(percentile(s.latencies, 50))
+	s.P99ms = ms(percentile(s.latencies, 99))
+}
+
+// quiet reports whether nothing but this run used the cluster, as far as
+// can be seen, so that its xids and WAL are the run's own.
+func (s *scenarioResult) quiet() bool {
+	return s.ForeignXIDs == 0 && s.OtherDBTransactions == 0 && !s.DatabasesChanged
+}
+
+// add merges o, a later round of the same scenario, into s.
+func (s *scenarioResult) add(o scenarioResult) {
+	s.Requests += o.Requests
+	s.Seconds += o.Seconds
+	s.Errors += o.Errors
+	for k, v := range o.Outcomes {
+		s.Outcomes[k] += v
+	}
+	s.DB = s.DB.plus(o.DB)
+	s.Background += o.Background
+	s.PGCommits += o.PGCommits
+	s.PGRollbacks += o.PGRollbacks
+	s.PGRows += o.PGRows
+	s.PGSettled = s.PGSettled && o.PGSettled
+	s.XIDs += o.XIDs
+	s.WALBytes += o.WALBytes
+	s.ForeignXIDs += o.ForeignXIDs
+	s.OtherDBTransactions += o.OtherDBTransactions
+	s.DatabasesChanged = s.DatabasesChanged || o.DatabasesChanged
+	s.CPU = s.CPU.plus(o.CPU, s.Seconds-o.Seconds, o.Seconds)
+	s.PGConns = max(s.PGConns, o.PGConns)
+	if s.ErrorSample == "" {
+		s.ErrorSample = o.ErrorSample
+	}
+	s.latencies = append(s.latencies, o.latencies...)
+	slices.Sort(s.latencies)
+	s.compute()
+}
+
+// per divides n by the scenario's requests.
+func (s scenarioResult) per(n int64) float64 {
+	if s.Requests == 0 {
+		return 0
+	}
+	return float64(n) / float64(s.Requests)
+}
+
+// perUS is d per request, in microseconds.
+func (s scenarioResult) perUS(d time.Duration) float64 {
+	return s.per(int64(d)) / float64(time.Microsecond)
+}
+
+// target is one of the issue's targets and whether this run met it.
+type target struct {
+	Name   string `json:"name"`
+	Status string `json:"status"` // met, missed or not measured
+	Detail string `json:"detail"`
+}
+
+func (r *report) scenario(name string) *scenarioResult {
+	for i := range r.Scenarios {
+		if r.Scenarios[i].Name == name {
+			return &r.Scenarios[i]
+		}
+	}
+	return nil
+}
+
+// finish computes the ratios to the baseline and checks the targets.
+func (r *report) finish() {
+	if base := r.scenario("baseline"); base != nil && base.RPS > 0 {
+		for i := range r.Scenarios {
+			r.Scenarios[i].Ratio = r.Scenarios[i].RPS / base.RPS
+		}
+	}
+	r.Targets = checkTargets(r)
+}
+
+func checkTargets(r *report) []target {
+	base := r.scenario("baseline")
+	ratio := func(name, scen string, want float64) target {
+		t := target{Name: name, Status: "not measured", Detail: "needs the baseline and " + scen + " scenarios"}
+		s := r.scenario(scen)
+		if base == nil || s == nil {
+			return t
+		}
+		t.Status = metOrMissed(s.Ratio >= want)
+		t.Detail = fmt.Sprintf("%.2fx (%.0f vs %.0f req/s)", s.Ratio, s.RPS, base.RPS)
+		return t
+	}
+	ts := []target{
+		ratio("atomic first execution at 0.85x the baseline's req/s or better", "atomic-first", 0.85),
+		ratio("replays at 2x the baseline's req/s or better", "replay", 2),
+	}
+
+	// No commit that writes: the server sent none (the tracer), and
+	// PostgreSQL wrote no row in the run's database. Transaction IDs and
+	// WAL are cluster-wide, so they are shown, with what others did.
+	noWrite := target{Name: "replay, 409 and 422 make no commit that writes", Status: "not measured", Detail: "needs the replay, 409 and 422 scenarios"}
+	var details []string
+	met, measured := true, 0
+	for _, name := range []string{"replay", "409", "422"} {
+		s := r.scenario(name)
+		if s == nil {
+			continue
+		}
+		measured++
+		met = met && s.DB.writingCommits() == 0 && s.PGRows == 0
+		d := fmt.Sprintf("%s: %d writing commits (tracer) and %d rows written (pg_stat_database) in %d requests; cluster-wide %d transaction IDs, %d WAL bytes",
+			name, s.DB.writingCommits(), s.PGRows, s.Requests, s.XIDs, s.WALBytes)
+		if !s.quiet() {
+			d += " (" + s.others() + ")"
+		}
+		details = append(details, d)
+	}
+	if measured == 3 {
+		noWrite.Status = metOrMissed(met)
+	}
+	if measured > 0 {
+		noWrite.Detail = strings.Join(details, "; ")
+	}
+	ts = append(ts, noWrite)
+
+	one := target{Name: "atomic first execution makes one commit", Status: "not measured", Detail: "needs the atomic-first scenario"}
+	if s := r.scenario("atomic-first"); s != nil {
+		one.Status = metOrMissed(s.Requests > 0 && s.DB.writingCommits() == s.Requests && s.DB.Rollbacks == 0 && s.Errors == 0)
+		one.Detail = fmt.Sprintf("%d writing commits for %d requests (tracer), %.3f transaction IDs and %.3f pg_stat_database commits per request",
+			s.DB.writingCommits(), s.Requests, s.per(s.XIDs), s.per(s.PGCommits))
+	}
+	return append(ts, one)
+}
+
+func metOrMissed(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "missed"
+}
+
+func (r *report) write(w io.Writer, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	var b strings.Builder
+	m := r.Machine
+	fmt.Fprintf(&b, "machine:  %s, %d cores, %s RAM, %s (kernel %s), %s\n", m.CPU, m.Cores, m.Memory, m.OS, m.Kernel, m.Go)
+	pg := r.PG
+	cluster := ""
+	if pg.Throwaway {
+		cluster = ", a throwaway cluster started for the run"
+	}
+	fmt.Fprintf(&b, "postgres: %s%s; fsync=%s, synchronous_commit=%s, full_page_writes=%s, wal_sync_method=%s, shared_buffers=%s\n",
+		pg.Version, cluster, pg.Fsync, pg.SynchronousCommit, pg.FullPageWrites, pg.WalSyncMethod, pg.SharedBuffers)
+	pool := "pgxpool's default"
+	if r.Load.PoolConns > 0 {
+		pool = fmt.Sprintf("pool_max_conns=%d", r.Load.PoolConns)
+	}
+	rounds := ""
+	if r.Load.Rounds > 1 {
+		rounds = fmt.Sprintf(" in %d interleaved rounds", r.Load.Rounds)
+	}
+	fmt.Fprintf(&b, "load:     %d client connections in a closed loop over loopback; per scenario %s measured%s, each after a %s warm-up;\n          the server's pool: %d connections to PostgreSQL (%s)\n\n",
+		r.Load.Conns, r.Load.Duration, rounds, r.Load.Warmup, r.PoolSeen, pool)
+
+	header := []string{"scenario", "requests", "req/s", "x base", "p50 ms", "p99 ms", "errors",
+		"stmts/req", "commits/req", "pg xact/req", "xids/req", "WAL B/req", "bench µs", "server µs", "pg µs", "busy"}
+	var rows [][]string
+	for _, s := range r.Scenarios {
+		ratio := "-"
+		if s.Ratio > 0 {
+			ratio = fmt.Sprintf("%.2f", s.Ratio)
+		}
+		mark := ""
+		if !s.quiet() {
+			mark = "*"
+		}
+		pgXact := fmt.Sprintf("%.2f", s.per(s.PGCommits+s.PGRollbacks))
+		if !s.PGSettled {
+			pgXact += "?"
+		}
+		benchUS, serverUS, pgUS, busy := fmt.Sprintf("%.0f", s.perUS(s.CPU.Self)), "n/a", "n/a", "n/a"
+		if s.CPU.OK {
+			serverUS, busy = fmt.Sprintf("%.0f", s.perUS(s.CPU.Server)), fmt.Sprintf("%.0f%%", 100*s.CPU.Busy)
+		}
+		if s.CPU.PGOK {
+			pgUS = fmt.Sprintf("%.0f", s.perUS(s.CPU.PG))
+		}
+		rows = append(rows, []string{
+			s.Name, fmt.Sprint(s.Requests), fmt.Sprintf("%.0f", s.RPS), ratio,
+			fmt.Sprintf("%.2f", s.P50ms), fmt.Sprintf("%.2f", s.P99ms), fmt.Sprint(s.Errors),
+			fmt.Sprintf("%.2f", s.per(s.DB.statements())), fmt.Sprintf("%.2f", s.per(s.DB.writingCommits())),
+			pgXact, fmt.Sprintf("%.2f%s", s.per(s.XIDs), mark), fmt.Sprintf("%.0f%s", s.per(s.WALBytes), mark),
+			benchUS, serverUS, pgUS, busy,
+		})
+	}
+	writeTable(&b, header, rows)
+	b.WriteString(legend)
+
+	b.WriteString("\nper scenario (statements per request by first keyword, answers):\n")
+	for _, s := range r.Scenarios {
+		fmt.Fprintf(&b, "  %-13s %s\n", s.Name, s.About)
+		fmt.Fprintf(&b, "  %-13s statements: %s\n", "", s.statementMix())
+		fmt.Fprintf(&b, "  %-13s answers: %s\n", "", s.outcomeMix())
+		fmt.Fprintf(&b, "  %-13s pg_stat_database: %.2f commits, %.2f rollbacks, %.2f rows written per request (%d ROLLBACK statements counted by the tracer)\n",
+			"", s.per(s.PGCommits), s.per(s.PGRollbacks), s.per(s.PGRows), s.DB.Rollbacks)
+		if !s.quiet() {
+			fmt.Fprintf(&b, "  %-13s * the cluster was not the run's alone: %s\n", "", s.others())
+		}
+		if s.Errors > 0 {
+			fmt.Fprintf(&b, "  %-13s e.g. %s\n", "", s.ErrorSample)
+		}
+	}
+
+	b.WriteString("\ntargets:\n")
+	for _, t := range r.Targets {
+		fmt.Fprintf(&b, "  %-12s %s: %s\n", t.Status, t.Name, t.Detail)
+	}
+
+	if len(r.GoBench) > 0 {
+		fmt.Fprintf(&b, "\nthe generated handler over the in-memory store, no network, no database (%s):\n", r.GoBenchCommand)
+		writeGoBench(&b, r.GoBench)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// others says what the cluster did that the server did not.
+func (s scenarioResult) others() string {
+	var parts []string
+	if s.ForeignXIDs != 0 {
+		parts = append(parts, fmt.Sprintf("%d transaction IDs not taken by the server's commits (autovacuum, other databases)", s.ForeignXIDs))
+	}
+	if s.OtherDBTransactions != 0 {
+		parts = append(parts, fmt.Sprintf("%d transactions in other databases", s.OtherDBTransactions))
+	}
+	if s.DatabasesChanged {
+		parts = append(parts, "databases created or dropped")
+	}
+	return strings.Join(parts, ", ")
+}
+
+const legend = `
+  x base: req/s over the baseline's. p50, p99: latency seen by the client.
+  errors: answers other than the scenario's expected ones (201, or 409/422/replay where that is the point).
+  stmts/req: statements the server sent to PostgreSQL per request (a pgx tracer; one round trip each).
+  commits/req: commits that write: COMMIT statements plus writing statements sent outside a transaction,
+    which commit on their own (the baseline's insert, a phased attempt's claim). Read-only statements
+    outside a transaction are transactions too, but write nothing and wait for no WAL flush.
+  pg xact/req: pg_stat_database xact_commit + xact_rollback of the run's database, all transactions,
+    read-only ones included, less the server's background work ("?": the counts did not settle).
+  xids/req: transaction IDs assigned (writing transactions), WAL B/req: WAL bytes written; both are
+    cluster-wide ("*": others used the cluster meanwhile, see below; -own-cluster isolates them).
+  µs: CPU time per request of the load generator, the server process and PostgreSQL's processes for
+    the run's database; busy: share of the machine's CPU time in use during the scenario.
+`
+
+// statementMix lists the statements per request, most common verbs first
+// in the order a request sends them.
+func (s scenarioResult) statementMix() string {
+	order := []string{"select", "begin", "with", "insert", "update", "delete", "commit", "rollback"}
+	var parts []string
+	for _, v := range order {
+		if n := s.DB.Statements[v]; n != 0 {
+			parts = append(parts, fmt.Sprintf("%s %.2f", v, s.per(n)))
+		}
+	}
+	for _, v := range slices.Sorted(maps.Keys(s.DB.Statements)) {
+		if !slices.Contains(order, v) {
+			parts = append(parts, fmt.Sprintf("%s %.2f", v, s.per(s.DB.Statements[v])))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (s scenarioResult) outcomeMix() string {
+	var parts []string
+	for _, name := range outcomeNames {
+		if n := s.Outcomes[name]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d (%.1f%%)", name, n, 100*s.per(n)))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// writeTable writes rows under header as aligned plain text: the first
+// column left-aligned, the others right-aligned.
+func writeTable(w io.StringWriter, header []string, rows [][]string) {
+	widths := make([]int, len(header))
+	for _, row := range append([][]string{header}, rows...) {
+		for i, cell := range row {
+			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
+		}
+	}
+	for _, row := range append([][]string{header}, rows...) {
+		var line strings.Builder
+		for i, cell := range row {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell))
+			switch {
+			case i == 0:
+				line.WriteString(cell + pad)
+			default:
+				line.WriteString("  " + pad + cell)
+			}
+		}
+		_, _ = w.WriteString(strings.TrimRight(line.String(), " ") + "\n")
+	}
+}

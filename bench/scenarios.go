@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/pgstore"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// scenarioNames are the scenarios, in the order they run by default.
+var scenarioNames = []string{"baseline", "atomic-first", "phased-first", "replay", "422", "409", "storm"}
+
+func knownScenario(name string) bool { return slices.Contains(scenarioNames, name) }
+
+// The bodies of createOrder; otherOrderBody has another fingerprint.
+var (
+	orderBody      = []byte(`{"amount_cents":1250,"currency":"EUR","customer_id":"cus_bench"}`)
+	otherOrderBody = []byte(`{"amount_cents":1251,"currency":"EUR","customer_id":"cus_bench"}`)
+)
+
+// scenario is one row of the table: a kind of request all clients send.
+type scenario struct {
+	name  string
+	about string
+	// expect are the outcomes that are not errors.
+	expect []outcome
+	// prepare, if set, runs before the warm-up, outside every measurement.
+	prepare func(ctx context.Context) error
+	// next is what client c sends next.
+	next func(c *client) request
+	// cleanup, if set, runs after the measurement.
+	cleanup func(ctx context.Context) error
+}
+
+// fixtures are what scenarios set up beforehand, shared by those that
+// need the same.
+type fixtures struct {
+	clients []*client
+	// dbURL is the run's database, where the 409 scenario holds keys.
+	dbURL      string
+	replayKeys int
+	heldKeys   int
+	stormKeys  int
+
+	replayOnce sync.Once
+	replayErr  error
+}
+
+func (f *fixtures) scenario(name string) *scenario {
+	switch name {
+	case "baseline":
+		return &scenario{
+			name:   name,
+			about:  "POST /baseline/orders without a key: the same insert, committed on its own",
+			expect: []outcome{outFirst},
+			next:   func(*client) request { return request{path: "/baseline/orders", body: orderBody} },
+		}
+	case "atomic-first":
+		return &scenario{
+			name:   name,
+			about:  "POST /orders with a fresh key: claim, insert and stored response in one transaction",
+			expect: []outcome{outFirst},
+			next: func(c *client) request {
+				return request{path: "/orders", key: c.freshKey("a"), body: orderBody}
+			},
+		}
+	case "phased-first":
+		return &scenario{
+			name: name,
+			about: "POST /payments with a fresh key: the claim, then three phases; each request also makes " +
+				"one loopback HTTP call to the payment provider (a fake inside the server process)",
+			expect:  []outcome{outFirst},
+			prepare: f.createOrders,
+			next: func(c *client) request {
+				return request{path: "/payments", key: c.freshKey("p"), body: c.payment}
+			},
+		}
+	case "replay":
+		return &scenario{
+			name:    name,
+			about:   fmt.Sprintf("POST /orders replaying %d keys completed beforehand", f.replayKeys),
+			expect:  []outcome{outReplay},
+			prepare: f.completeReplayKeys,
+			next: func(c *client) request {
+				return request{path: "/orders", key: f.replayKey(c), body: orderBody}
+			},
+		}
+	case "422":
+		return &scenario{
+			name:    name,
+			about:   fmt.Sprintf("POST /orders reusing the %d completed keys with another body", f.replayKeys),
+			expect:  []outcome{outMismatch},
+			prepare: f.completeReplayKeys,
+			next: func(c *client) request {
+				return request{path: "/orders", key: f.replayKey(c), body: otherOrderBody}
+			},
+		}
+	case "409":
+		held := &heldKeys{}
+		return &scenario{
+			name: name,
+			about: fmt.Sprintf("POST /orders on %d keys whose first attempt is in flight: claimed by this process "+
+				"in transactions kept open, as a running attempt keeps its own", f.heldKeys),
+			expect:  []outcome{outConflict},
+			prepare: func(ctx context.Context) error { return held.hold(ctx, f.dbURL, f.heldKeys) },
+			next: func(c *client) request {
+				c.seq++
+				return request{path: "/orders", key: "held-" + strconv.Itoa((c.id+c.seq)%f.heldKeys), body: orderBody}
+			},
+			cleanup: held.release,
+		}
+	case "storm":
+		var sent atomic.Int64
+		round := int64(len(f.clients) * f.stormKeys)
+		return &scenario{
+			name: name,
+			about: fmt.Sprintf("all %d clients on %d keys at a time, new keys every %d requests: "+
+				"the first of each key runs, the others get 409 while it runs and replays after", len(f.clients), f.stormKeys, round),
+			expect: []outcome{outFirst, outReplay, outConflict},
+			next: func(*client) request {
+				n := sent.Add(1) - 1
+				key := "s-" + strconv.FormatInt(n/round, 10) + "-" + strconv.FormatInt(n%int64(f.stormKeys), 10)
+				return request{path: "/orders", key: key, body: orderBody}
+			},
+		}
+	}
+	panic("unknown scenario " + name)
+}
+
+// replayKey is the next completed key for c, the clients spread over them.
+func (f *fixtures) replayKey(c *client) string {
+	c.seq++
+	return "r-" + strconv.Itoa((c.id*f.replayKeys/len(f.clients)+c.seq)%f.replayKeys)
+}
+
+// completeReplayKeys runs the first execution of each replay key, once.
+func (f *fixtures) completeReplayKeys(ctx context.Context) error {
+	f.replayOnce.Do(func() {
+		f.replayErr = f.each(ctx, f.replayKeys, func(c *client, i int) error {
+			return c.post(ctx, request{path: "/orders", key: "r-" + strconv.Itoa(i), body: orderBody}, nil)
+		})
+	})
+	return f.replayErr
+}
+
+// createOrders gives each client an order of its own to pay for.
+func (f *fixtures) createOrders(ctx context.Context) error {
+	return f.each(ctx, len(f.clients), func(c *client, _ int) error {
+		var o struct {
+			ID string `json:"id"`
+		}
+		if err := c.post(ctx, request{path: "/baseline/orders", body: orderBody}, &o); err != nil {
+			return err
+		}
+		c.orderID = o.ID
+		var err error
+		c.payment, err = json.Marshal(map[string]any{"order_id": o.ID, "amount_cents": 1250})
+		return err
+	})
+}
+
+// each runs do for i in [0, n), spread over the clients, concurrently.
+func (f *fixtures) each(ctx context.Context, n int, do func(c *client, i int) error) error {
+	errs := make([]error, len(f.clients))
+	var wg sync.WaitGroup
+	for ci, c := range f.clients {
+		wg.Go(func() {
+			for i := ci; i < n && errs[ci] == nil && ctx.Err() == nil; i += len(f.clients) {
+				errs[ci] = do(c, i)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(append(errs, ctx.Err())...)
+}
+
+// heldKeys are keys this process claims, in transactions it keeps open,
+// the way an attempt in flight holds its key.
+type heldKeys struct {
+	pool *pgxpool.Pool
+	txns []idem.Txn[pgx.Tx]
+}
+
+func (h *heldKeys) hold(ctx context.Context, dbURL string, n int) error {
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return err
+	}
+	cfg.MaxConns = int32(n + 1)
+	if h.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return err
+	}
+	store := pgstore.New(h.pool)
+	for i := range n {
+		id := idem.ID{Scope: account, Operation: "createOrder", Key: "held-" + strconv.Itoa(i)}
+		txn, err := store.Claim(ctx, id, idem.Claim{Fingerprint: []byte("held by bench"), TTL: time.Hour, Lease: time.Hour})
+		if err != nil {
+			return fmt.Errorf("hold key %s: %w", id.Key, err)
+		}
+		h.txns = append(h.txns, txn)
+	}
+	return nil
+}
+
+func (h *heldKeys) release(ctx context.Context) error {
+	var errs []error
+	for _, t := range h.txns {
+		errs = append(errs, t.Abort(ctx))
+	}
+	h.txns = nil
+	if h.pool != nil {
+		h.pool.Close()
+	}
+	return errors.Join(errs...)
+}
