@@ -58,6 +58,7 @@ type Server struct {
 
 	dir       string              // temp dir holding data dir, socket and log
 	pgCtl     string              // pg_ctl binary that started the cluster
+	pgOpts    string              // the server options it was started with
 	cred      *syscall.Credential // unprivileged user when running as root
 	log       *slog.Logger
 	closeOnce sync.Once
@@ -119,6 +120,36 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
+// ErrNotStarted is returned by Stop and Resume for a server that Start did
+// not launch: one it found must not be stopped by a test.
+var ErrNotStarted = errors.New("pglocal: not a cluster this process started")
+
+// Stop shuts a throwaway cluster down the way an administrator restarting
+// it does (fast mode: sessions are terminated), keeping its data, so that
+// tests can watch clients through a database outage. Resume starts it
+// again.
+func (s *Server) Stop(ctx context.Context) error {
+	if !s.Started {
+		return ErrNotStarted
+	}
+	if err := s.run(ctx, s.pgCtl, "stop", "-D", filepath.Join(s.dir, "data"), "-m", "fast", "-w"); err != nil {
+		return fmt.Errorf("pglocal: stopping cluster in %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// Resume starts a cluster that Stop stopped, on the same port.
+func (s *Server) Resume(ctx context.Context) error {
+	if !s.Started {
+		return ErrNotStarted
+	}
+	logFile := filepath.Join(s.dir, "postgres.log")
+	if err := s.run(ctx, s.pgCtl, "start", "-w", "-D", filepath.Join(s.dir, "data"), "-l", logFile, "-o", s.pgOpts); err != nil {
+		return fmt.Errorf("pglocal: restarting cluster in %s: %w\npostgres log tail:\n%s", s.dir, err, logTail(logFile))
+	}
+	return nil
+}
+
 func startCluster(ctx context.Context, log *slog.Logger) (_ *Server, err error) {
 	binDir, err := findBinDir()
 	if err != nil {
@@ -176,8 +207,8 @@ func startCluster(ctx context.Context, log *slog.Logger) (_ *Server, err error) 
 	// The socket goes in our own dir so it cannot clash with a system
 	// server's /var/run/postgresql or need write access there. pg_ctl
 	// passes -o through /bin/sh, hence the quoting.
-	pgOpts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off", port, shellQuote(s.dir))
-	if err := s.run(ctx, s.pgCtl, "start", "-w", "-D", dataDir, "-l", logFile, "-o", pgOpts); err != nil {
+	s.pgOpts = fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off", port, shellQuote(s.dir))
+	if err := s.run(ctx, s.pgCtl, "start", "-w", "-D", dataDir, "-l", logFile, "-o", s.pgOpts); err != nil {
 		return nil, fmt.Errorf("pglocal: starting cluster on port %d failed: %w\npostgres log tail:\n%s", port, err, logTail(logFile))
 	}
 

@@ -47,6 +47,32 @@ func TestForceClusterStartsAndRemovesCluster(t *testing.T) {
 	}
 	selectOne(t, srv.URL)
 
+	// Stop and Resume keep the data and the address.
+	conn, err := pgx.Connect(t.Context(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(t.Context(), `CREATE TABLE kept (n int)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Stop(t.Context()); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if err := conn.Ping(t.Context()); err == nil {
+		t.Error("a session survived Stop")
+	}
+	if err := srv.Resume(t.Context()); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	conn, err = pgx.Connect(t.Context(), srv.URL)
+	if err != nil {
+		t.Fatalf("connect after Resume: %v", err)
+	}
+	if _, err := conn.Exec(t.Context(), `SELECT count(*) FROM kept`); err != nil {
+		t.Fatalf("data after Resume: %v", err)
+	}
+	conn.Close(t.Context())
+
 	if err := srv.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -91,4 +117,14 @@ func TestDefaultStart(t *testing.T) {
 		}
 	}()
 	selectOne(t, srv.URL)
+}
+
+func TestStopRefusesAServerNotStarted(t *testing.T) {
+	found := &Server{URL: "postgres://postgres@127.0.0.1:5432/postgres"}
+	if err := found.Stop(t.Context()); !errors.Is(err, ErrNotStarted) {
+		t.Fatalf("Stop of a found server: %v, want ErrNotStarted", err)
+	}
+	if err := found.Resume(t.Context()); !errors.Is(err, ErrNotStarted) {
+		t.Fatalf("Resume of a found server: %v, want ErrNotStarted", err)
+	}
 }
