@@ -325,7 +325,16 @@ func TestHandlerLosingTheDatabaseIs503(t *testing.T) {
 		if _, err := pool.Exec(ctx, `UPDATE idempotency_keys SET locked_until = now() WHERE key = $1`, key); err != nil {
 			t.Fatal(err)
 		}
-		resp, err = serve(key, phased, func(*idem.Attempt[pgx.Tx]) error { return nil })
+		// Until the terminated backend has exited, its advisory lock still
+		// holds the key: the client retries on 409 as told.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			resp, err = serve(key, phased, func(*idem.Attempt[pgx.Tx]) error { return nil })
+			if err != nil || resp.Status != 409 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		if err != nil || resp.Status != 201 {
 			t.Fatalf("%s: retry: %+v, %v", key, resp, err)
 		}
