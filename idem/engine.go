@@ -148,13 +148,9 @@ const maxTries = 8
 // Fingerprint. It returns the response to send, or the handler's error,
 // which the caller answers with a 500.
 func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte, h Handler[T]) (*Response, error) {
-	id, resp, err := e.identify(ctx, op)
+	id, secret, resp, err := e.prepare(ctx, op)
 	if resp != nil || err != nil {
 		return resp, err
-	}
-	secret, err := e.derivationSecret(ctx)
-	if err != nil {
-		return e.unavailable(ctx, id, "secret", err), nil
 	}
 	if id.Key == "" {
 		txn, err := e.store.Begin(ctx)
@@ -181,6 +177,20 @@ func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte
 		return e.execute(ctx, txn, &Attempt[T]{tx: txn.Tx(), id: id, secret: secret}, h)
 	}
 	return e.keyInUse(), nil
+}
+
+// prepare identifies the request and reads the secret of derived keys. A
+// response means the request is answered already.
+func (e *Engine[T]) prepare(ctx context.Context, op *Operation) (ID, []byte, *Response, error) {
+	id, resp, err := e.identify(ctx, op)
+	if resp != nil || err != nil {
+		return id, nil, resp, err
+	}
+	secret, err := e.derivationSecret(ctx)
+	if err != nil {
+		return id, nil, e.unavailable(ctx, id, "secret", err), nil
+	}
+	return id, secret, nil, nil
 }
 
 // identify validates the request's key and finds its scope. It returns a

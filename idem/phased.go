@@ -25,13 +25,9 @@ type PhaseFunc[T any] func(ctx context.Context, at *Attempt[T]) (next string, w 
 // the first unfinished phase. A Go error or panic in a phase rolls back that
 // phase, releases the lease for a retry to take over, and is returned.
 func (e *Engine[T]) ServePhased(ctx context.Context, op *Operation, fingerprint []byte, run PhaseFunc[T]) (*Response, error) {
-	id, resp, err := e.identify(ctx, op)
+	id, secret, resp, err := e.prepare(ctx, op)
 	if resp != nil || err != nil {
 		return resp, err
-	}
-	secret, err := e.derivationSecret(ctx)
-	if err != nil {
-		return e.unavailable(ctx, id, "secret", err), nil
 	}
 	if id.Key == "" {
 		return e.runKeyless(ctx, op, &Attempt[T]{id: id, secret: secret, nonce: nonce()}, run)

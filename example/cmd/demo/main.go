@@ -58,24 +58,7 @@ func run(out io.Writer) error {
 	suffix := random()
 	customer := "cus_" + suffix
 	post := func(key string, amount int) (result, error) {
-		body := fmt.Sprintf(`{"amount_cents": %d, "currency": "EUR", "customer_id": %q}`, amount, customer)
-		req, err := http.NewRequest("POST", srv.URL+"/orders", strings.NewReader(body))
-		if err != nil {
-			return result{}, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Account-Id", "acct_demo")
-		if key != "" {
-			req.Header.Set("Idempotency-Key", key)
-		}
-		start := time.Now()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return result{}, err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return result{resp.StatusCode, resp.Header, b, time.Since(start)}, err
+		return send(srv.URL+"/orders", key, fmt.Sprintf(`{"amount_cents": %d, "currency": "EUR", "customer_id": %q}`, amount, customer))
 	}
 
 	fmt.Fprintf(out, "Orders API at %s on PostgreSQL; createOrder works for %s inside its attempt.\n\n", srv.URL, workDelay)
@@ -165,22 +148,7 @@ func run(out io.Writer) error {
 // payment provider.
 func payments(out io.Writer, srv *server.Server, orderID string) error {
 	pay := func(key string, amount int64) (result, error) {
-		body := fmt.Sprintf(`{"order_id": %q, "amount_cents": %d}`, orderID, amount)
-		req, err := http.NewRequest("POST", srv.URL+"/payments", strings.NewReader(body))
-		if err != nil {
-			return result{}, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Account-Id", "acct_demo")
-		req.Header.Set("Idempotency-Key", key)
-		start := time.Now()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return result{}, err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return result{resp.StatusCode, resp.Header, b, time.Since(start)}, err
+		return send(srv.URL+"/payments", key, fmt.Sprintf(`{"order_id": %q, "amount_cents": %d}`, orderID, amount))
 	}
 	provider := &psp.Client{BaseURL: srv.PSPURL}
 
@@ -215,6 +183,28 @@ func payments(out io.Writer, srv *server.Server, orderID string) error {
 		return fmt.Errorf("expected 2 requests, 1 charge and 1 decline at the provider, got %+v", stats)
 	}
 	return nil
+}
+
+// send POSTs a JSON body for the demo's account, with key as the
+// Idempotency-Key unless it is empty, and times the answer.
+func send(url, key, body string) (result, error) {
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		return result{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Account-Id", "acct_demo")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return result{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return result{resp.StatusCode, resp.Header, b, time.Since(start)}, err
 }
 
 func show(out io.Writer, r result) {
