@@ -13,7 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -62,13 +62,15 @@ type Engine[T any] struct {
 	log        *slog.Logger
 	retryAfter time.Duration
 
-	secretMu sync.Mutex
-	secret   []byte
+	secret atomic.Pointer[[]byte] // read from the store at the first claim
 }
 
 // NewEngine returns an engine on store.
 func NewEngine[T any](store Store[T], opts Options) *Engine[T] {
-	e := &Engine[T]{store: store, scope: opts.Scope, log: opts.Logger, retryAfter: opts.RetryAfter, secret: opts.Secret}
+	e := &Engine[T]{store: store, scope: opts.Scope, log: opts.Logger, retryAfter: opts.RetryAfter}
+	if opts.Secret != nil {
+		e.secret.Store(&opts.Secret)
+	}
 	if e.log == nil {
 		e.log = slog.Default()
 	}
@@ -148,11 +150,15 @@ const maxTries = 8
 // Fingerprint. It returns the response to send, or the handler's error,
 // which the caller answers with a 500.
 func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte, h Handler[T]) (*Response, error) {
-	id, secret, resp, err := e.prepare(ctx, op)
+	id, resp, err := e.identify(ctx, op)
 	if resp != nil || err != nil {
 		return resp, err
 	}
 	if id.Key == "" {
+		secret, err := e.derivationSecret(ctx)
+		if err != nil {
+			return e.unavailable(ctx, id, "secret", err), nil
+		}
 		txn, err := e.store.Begin(ctx)
 		if err != nil {
 			return e.unavailable(ctx, id, "begin", err), nil
@@ -163,6 +169,11 @@ func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte
 		rec, resp := e.lookup(ctx, id, fingerprint)
 		if resp != nil {
 			return resp, nil
+		}
+		// Read only now, so that replays, 409s and 422s never wait for it.
+		secret, err := e.derivationSecret(ctx)
+		if err != nil {
+			return e.unavailable(ctx, id, "secret", err), nil
 		}
 		txn, err := e.store.Claim(ctx, id, Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease})
 		if errors.Is(err, ErrContended) {
@@ -177,20 +188,6 @@ func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte
 		return e.execute(ctx, txn, &Attempt[T]{tx: txn.Tx(), id: id, secret: secret}, h)
 	}
 	return e.keyInUse(), nil
-}
-
-// prepare identifies the request and reads the secret of derived keys. A
-// response means the request is answered already.
-func (e *Engine[T]) prepare(ctx context.Context, op *Operation) (ID, []byte, *Response, error) {
-	id, resp, err := e.identify(ctx, op)
-	if resp != nil || err != nil {
-		return id, nil, resp, err
-	}
-	secret, err := e.derivationSecret(ctx)
-	if err != nil {
-		return id, nil, e.unavailable(ctx, id, "secret", err), nil
-	}
-	return id, secret, nil, nil
 }
 
 // identify validates the request's key and finds its scope. It returns a
@@ -250,12 +247,11 @@ func nonce() string {
 }
 
 // derivationSecret returns the key of derived keys, reading the store's
-// once per engine.
+// at the first claim. Claims racing at the start may each read it; they
+// read the same secret.
 func (e *Engine[T]) derivationSecret(ctx context.Context) ([]byte, error) {
-	e.secretMu.Lock()
-	defer e.secretMu.Unlock()
-	if e.secret != nil {
-		return e.secret, nil
+	if p := e.secret.Load(); p != nil {
+		return *p, nil
 	}
 	secret, err := e.store.Secret(ctx)
 	if err != nil {
@@ -264,7 +260,7 @@ func (e *Engine[T]) derivationSecret(ctx context.Context) ([]byte, error) {
 	if len(secret) == 0 {
 		return nil, errors.New("idem: the store's secret is empty")
 	}
-	e.secret = secret
+	e.secret.Store(&secret)
 	return secret, nil
 }
 

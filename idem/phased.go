@@ -25,17 +25,25 @@ type PhaseFunc[T any] func(ctx context.Context, at *Attempt[T]) (next string, w 
 // the first unfinished phase. A Go error or panic in a phase rolls back that
 // phase, releases the lease for a retry to take over, and is returned.
 func (e *Engine[T]) ServePhased(ctx context.Context, op *Operation, fingerprint []byte, run PhaseFunc[T]) (*Response, error) {
-	id, secret, resp, err := e.prepare(ctx, op)
+	id, resp, err := e.identify(ctx, op)
 	if resp != nil || err != nil {
 		return resp, err
 	}
 	if id.Key == "" {
+		secret, err := e.derivationSecret(ctx)
+		if err != nil {
+			return e.unavailable(ctx, id, "secret", err), nil
+		}
 		return e.runKeyless(ctx, op, &Attempt[T]{id: id, secret: secret, nonce: nonce()}, run)
 	}
 	for range maxTries {
 		rec, resp := e.lookup(ctx, id, fingerprint)
 		if resp != nil {
 			return resp, nil
+		}
+		secret, err := e.derivationSecret(ctx)
+		if err != nil {
+			return e.unavailable(ctx, id, "secret", err), nil
 		}
 		lease, err := e.store.Lease(ctx, id, Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease})
 		if errors.Is(err, ErrContended) {
