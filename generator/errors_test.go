@@ -181,6 +181,24 @@ func TestGenerateRejectsBadAnnotations(t *testing.T) {
 			msg: "x-idempotent on POST /things: fingerprint.exclude /name: the operation has no JSON request body to exclude from",
 		},
 		{
+			name: "exclude names no parameter",
+			operation: `    post:
+      x-idempotent:
+        fingerprint:
+          exclude: [X-Trace]
+      parameters:
+        - name: X-Trace-Id
+          in: header
+          schema:
+            type: string
+      responses:
+        "201":
+          description: ok
+`,
+			line: 10, col: 21,
+			msg: `x-idempotent on POST /things: fingerprint.exclude X-Trace: the operation has no parameter "X-Trace"; expected one of X-Trace-Id, or a JSON pointer into the body starting with /`,
+		},
+		{
 			name: "phase method named like an operation",
 			operation: `    post:
       operationId: createThing

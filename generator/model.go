@@ -41,7 +41,7 @@ type operation struct {
 	TTLText     string
 	Exclude     []string
 	// Go expressions for the fingerprint's parts.
-	PathParams, QueryParams, Body string
+	PathParams, QueryParams, HeaderParams, Body string
 	// Multipart is the request field holding a multipart body, read
 	// before the fingerprint; "" when there is none.
 	Multipart string
@@ -142,8 +142,13 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 		}
 	}
 
-	op.PathParams = paramsExpr(d.PathParams, "request.")
-	op.QueryParams = paramsExpr(d.QueryParams, "request.Params.")
+	excluded, err := excludedParams(d, a.FingerprintExclude)
+	if err != nil {
+		return err
+	}
+	op.PathParams = paramsExpr(d.PathParams, "request.", excluded)
+	op.QueryParams = paramsExpr(d.QueryParams, "request.Params.", excluded)
+	op.HeaderParams = paramsExpr(d.HeaderParams, "request.Params.", excluded)
 
 	jsonSchema, body, tags, err := requestBody(d)
 	for _, b := range d.Bodies {
@@ -162,6 +167,9 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 		return fail(a.Pos, "%v", err)
 	}
 	for _, p := range a.FingerprintExclude {
+		if !strings.HasPrefix(p.Value, "/") {
+			continue // a parameter, left out by paramsExpr
+		}
 		if jsonSchema == nil {
 			return fail(p.Pos, "fingerprint.exclude %s: the operation has no JSON request body to exclude from", p.Value)
 		}
@@ -181,17 +189,61 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	return nil
 }
 
-// paramsExpr is an idem.Params literal of the parameters, keyed by their
-// names in the spec, or nil.
-func paramsExpr(params []codegen.ParameterDefinition, prefix string) string {
-	if len(params) == 0 {
+// paramsExpr is an idem.Params literal of the parameters that count in
+// the fingerprint, keyed by their names in the spec, or nil. The
+// Idempotency-Key header is the key, not part of the request, and
+// excluded parameters do not count.
+func paramsExpr(params []codegen.ParameterDefinition, prefix string, excluded map[*codegen.ParameterDefinition]bool) string {
+	var parts []string
+	for i, p := range params {
+		if excluded[&params[i]] || (p.In == "header" && strings.EqualFold(p.ParamName, "Idempotency-Key")) {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%q: %s%s", p.ParamName, prefix, p.GoName()))
+	}
+	if len(parts) == 0 {
 		return "nil"
 	}
-	parts := make([]string, len(params))
-	for i, p := range params {
-		parts[i] = fmt.Sprintf("%q: %s%s", p.ParamName, prefix, p.GoName())
-	}
 	return "idem.Params{" + strings.Join(parts, ", ") + "}"
+}
+
+// excludedParams finds the parameters that fingerprint.exclude names (its
+// entries that are not JSON pointers). A header's name matches in any
+// case, as HTTP compares them; a name the operation does not declare is
+// an error that lists the ones it does.
+func excludedParams(d codegen.OperationDefinition, exclude []annotation.Pointer) (map[*codegen.ParameterDefinition]bool, error) {
+	excluded := make(map[*codegen.ParameterDefinition]bool)
+	for _, x := range exclude {
+		if strings.HasPrefix(x.Value, "/") {
+			continue
+		}
+		found := false
+		var names []string
+		for _, params := range [][]codegen.ParameterDefinition{d.PathParams, d.QueryParams, d.HeaderParams} {
+			for i, p := range params {
+				if p.In == "header" && strings.EqualFold(p.ParamName, "Idempotency-Key") {
+					continue
+				}
+				names = append(names, p.ParamName)
+				if p.ParamName == x.Value || (p.In == "header" && strings.EqualFold(p.ParamName, x.Value)) {
+					excluded[&params[i]] = true
+					found = true
+				}
+			}
+		}
+		if found {
+			continue
+		}
+		msg := fmt.Sprintf("x-idempotent on %s %s: fingerprint.exclude %s: the operation has no parameter %q", strings.ToUpper(d.Method), d.Path, x.Value, x.Value)
+		if len(names) > 0 {
+			slices.Sort(names)
+			msg += "; expected one of " + strings.Join(names, ", ") + ", or a JSON pointer into the body starting with /"
+		} else {
+			msg += "; expected a JSON pointer into the body starting with /"
+		}
+		return nil, &annotation.Error{Pos: x.Pos, Msg: msg}
+	}
+	return excluded, nil
 }
 
 // requestBody checks that every request body can be fingerprinted and

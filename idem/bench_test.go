@@ -22,7 +22,7 @@ func BenchmarkFingerprint(b *testing.B) {
 	body := &benchOrder{AmountCents: 1250, Currency: "EUR", CustomerID: "cus_1"}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := idem.Fingerprint("createOrder", nil, nil, body, nil); err != nil {
+		if _, err := idem.Fingerprint("createOrder", nil, nil, nil, body, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -40,7 +40,7 @@ func BenchmarkServe(b *testing.B) {
 			return err
 		}, nil
 	}
-	fp, _ := idem.Fingerprint("createOrder", nil, nil, &benchOrder{AmountCents: 1250}, nil)
+	fp, _ := idem.Fingerprint("createOrder", nil, nil, nil, &benchOrder{AmountCents: 1250}, nil)
 	run := func(b *testing.B, key func(i int) string) {
 		e := idem.NewEngine(memstore.New(memstore.Options{}), idem.Options{Logger: quiet})
 		r := httptest.NewRequest("POST", "/orders", nil)

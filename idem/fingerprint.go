@@ -11,22 +11,25 @@ import (
 	"strings"
 )
 
-// Params holds an operation's path or query parameters, by their names in
-// the spec, for the fingerprint.
+// Params holds an operation's path, query or header parameters, by their
+// names in the spec, for the fingerprint.
 type Params map[string]any
 
 // Fingerprint returns the SHA-256 of the canonical form of a request: the
-// operation, its path and query parameters and its decoded body. The body
-// is the typed value the request decoded into, so key order, whitespace and
-// number spelling in the client's bytes do not change the result. exclude
-// lists JSON pointers into the body whose values do not count.
-func Fingerprint(operation string, path, query Params, body any, exclude []string) ([]byte, error) {
+// operation, its path, query and header parameters (the Idempotency-Key
+// aside) and its decoded body. The body is the typed value the request
+// decoded into, so key order, whitespace and number spelling in the
+// client's bytes do not change the result. exclude lists JSON pointers
+// into the body whose values do not count; the generated code leaves
+// excluded parameters out of the Params.
+func Fingerprint(operation string, path, query, header Params, body any, exclude []string) ([]byte, error) {
 	doc := struct {
 		Operation string `json:"operation"`
 		Path      Params `json:"path,omitempty"`
 		Query     Params `json:"query,omitempty"`
+		Header    Params `json:"header,omitempty"`
 		Body      any    `json:"body,omitempty"`
-	}{operation, path, query, body}
+	}{operation, path, query, header, body}
 	raw, err := json.Marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("fingerprint %s: encode request: %w", operation, err)

@@ -58,7 +58,7 @@ func decode(t *testing.T, s string) order {
 
 func fp(t *testing.T, op string, path, query idem.Params, body any, exclude ...string) []byte {
 	t.Helper()
-	sum, err := idem.Fingerprint(op, path, query, body, exclude)
+	sum, err := idem.Fingerprint(op, path, query, nil, body, exclude)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +85,11 @@ func TestFingerprint(t *testing.T) {
 		"operation": fp(t, "createRefund", nil, nil, decode(t, `{"amount_cents":100,"currency":"EUR","metadata":{"a":1,"b":2}}`)),
 		"path":      fp(t, "createOrder", idem.Params{"id": "x"}, nil, decode(t, `{"amount_cents":100,"currency":"EUR","metadata":{"a":1,"b":2}}`)),
 		"query":     fp(t, "createOrder", nil, idem.Params{"dry_run": true}, decode(t, `{"amount_cents":100,"currency":"EUR","metadata":{"a":1,"b":2}}`)),
+	}
+	if h, err := idem.Fingerprint("createOrder", nil, nil, idem.Params{"X-Tenant-Id": "t1"}, decode(t, `{"amount_cents":100,"currency":"EUR","metadata":{"a":1,"b":2}}`), nil); err != nil {
+		t.Fatal(err)
+	} else {
+		differ["header"] = h
 	}
 	for name, got := range differ {
 		if bytes.Equal(got, base) {

@@ -71,7 +71,7 @@ const annotationsHelp = `Annotate the operations that must be idempotent:
           ttl: 7d             # Go durations (90s, 15m, 24h) or days (7d)
           lease: 30s
           fingerprint:
-            exclude: [/metadata/trace_id]   # JSON pointers into the body that do not count
+            exclude: [/metadata/trace_id, X-Trace-Id]   # body pointers and parameters that do not count
 
     /payments:
       post:
@@ -91,6 +91,12 @@ A phased operation has one method per phase, each in a transaction of its own:
 CreatePayment first, then CreatePaymentAfter<Point> for each recovery point.
 Each returns CreatePaymentNext(point) or CreatePaymentRespond(response), the
 last the response itself. A retry after a crash resumes at the unfinished phase.
+
+The fingerprint that tells a retry from a different request covers the
+operation, its path, query and header parameters (the Idempotency-Key aside)
+and its decoded body. fingerprint.exclude leaves out JSON pointers into the
+body (starting with /) and parameters by name (headers in any case); both are
+checked against the spec.
 
 x-idempotent is refused, with the file, line and column, on GET/HEAD/OPTIONS/
 TRACE and on streaming or binary bodies (text/event-stream, NDJSON,

@@ -32,7 +32,7 @@ func TestHelp(t *testing.T) {
 		want []string
 	}{
 		{[]string{"help"}, []string{"Usage:", "idemgen check", "idemgen sweep [-database-url URL]", "idemgen reap [", "x-idempotent: true", "x-idempotent:\n", "ttl: 7d"}},
-		{[]string{"help", "annotations"}, []string{"x-idempotent: true", "fingerprint:", "exclude: [/metadata/trace_id]"}},
+		{[]string{"help", "annotations"}, []string{"x-idempotent: true", "fingerprint:", "exclude: [/metadata/trace_id, X-Trace-Id]"}},
 		{[]string{"help", "config"}, []string{"spec: openapi.yaml", "format: golang-migrate", "skip-prune: true"}},
 	}
 	for _, tt := range tests {
@@ -217,7 +217,7 @@ func TestSpecError(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, stderr := idemgen(t, "check", "-config", config)
-	want := "idemgen: " + spec + `:14:26: x-idempotency-ttl: "1 day" is not a duration`
+	want := "idemgen: " + spec + `:16:26: x-idempotency-ttl: "1 day" is not a duration`
 	if code != 1 || !strings.HasPrefix(stderr, want) {
 		t.Errorf("exit %d, stderr\n%s\nwant 1 and an error starting\n%s", code, stderr, want)
 	}

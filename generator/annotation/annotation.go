@@ -93,7 +93,9 @@ type Operation struct {
 	Pos                Position // position of the x-idempotent key
 }
 
-// Pointer is a JSON pointer (RFC 6901) and where it is written.
+// Pointer is an entry of fingerprint.exclude and where it is written: a
+// JSON pointer (RFC 6901) into the request body when it starts with "/",
+// else the name of a parameter.
 type Pointer struct {
 	Value string
 	Pos   Position

@@ -350,7 +350,7 @@ paths:
 				`spec.yaml:9:15: x-idempotent.mode: 1 is a number; expected atomic or phased`,
 				`spec.yaml:10:26: x-idempotent.recovery-points: "payment_created" is a string; expected a list of names such as [payment_created, charge_created]`,
 				`spec.yaml:11:22: x-idempotent.fingerprint: the value is a list; expected a mapping with key exclude`,
-				`spec.yaml:16:20: x-idempotent.fingerprint.exclude: "/a" is a string; expected a list of JSON pointers such as [/metadata/trace_id]`,
+				`spec.yaml:16:20: x-idempotent.fingerprint.exclude: "/a" is a string; expected a list of JSON pointers into the body, such as [/metadata/trace_id], or parameter names`,
 			},
 		},
 		{
@@ -535,7 +535,7 @@ paths:
       x-idempotent:
         fingerprint:
           exclude:
-            - metadata/trace_id
+            - metadata_trace_id
             - ""
             - /a~2b
             - /a~
@@ -543,8 +543,7 @@ paths:
             - /ok~0~1
 `),
 			errs: []string{
-				`spec.yaml:7:15: x-idempotent.fingerprint.exclude[0]: "metadata/trace_id" is not a JSON pointer (it must start with "/"); expected a pointer such as /metadata/trace_id`,
-				`spec.yaml:8:15: x-idempotent.fingerprint.exclude[1]: "" is not a JSON pointer (it must start with "/"); expected a pointer such as /metadata/trace_id`,
+				`spec.yaml:8:15: x-idempotent.fingerprint.exclude[1]: the value is empty; expected a JSON pointer such as /metadata/trace_id, or a parameter's name such as X-Trace-Id`,
 				`spec.yaml:9:15: x-idempotent.fingerprint.exclude[2]: "/a~2b" is not a JSON pointer ("~" must be followed by 0 or 1, as in ~0 for "~" and ~1 for "/"); expected a pointer such as /metadata/trace_id`,
 				`spec.yaml:10:15: x-idempotent.fingerprint.exclude[3]: "/a~" is not a JSON pointer ("~" must be followed by 0 or 1, as in ~0 for "~" and ~1 for "/"); expected a pointer such as /metadata/trace_id`,
 				`spec.yaml:11:15: x-idempotent.fingerprint.exclude[4]: 5 is a number; expected a JSON pointer such as /metadata/trace_id`,

@@ -291,7 +291,7 @@ func (r *reader) fingerprint(v *yaml.Node) []Pointer {
 func (r *reader) pointers(field string, v *yaml.Node) []Pointer {
 	const example = "/metadata/trace_id"
 	if v.Kind != yaml.SequenceNode {
-		r.errorf(v, "%s: %s; expected a list of JSON pointers such as [%s]", field, describe(v), example)
+		r.errorf(v, "%s: %s; expected a list of JSON pointers into the body, such as [%s], or parameter names", field, describe(v), example)
 		return nil
 	}
 	var out []Pointer
@@ -300,6 +300,14 @@ func (r *reader) pointers(field string, v *yaml.Node) []Pointer {
 		at := fmt.Sprintf("%s[%d]", field, i)
 		if !isString(item) {
 			r.errorf(item, "%s: %s; expected a JSON pointer such as %s", at, describe(item), example)
+			continue
+		}
+		if item.Value == "" {
+			r.errorf(item, "%s: the value is empty; expected a JSON pointer such as %s, or a parameter's name such as X-Trace-Id", at, example)
+			continue
+		}
+		if !strings.HasPrefix(item.Value, "/") { // a parameter's name, checked against the spec later
+			out = append(out, Pointer{Value: item.Value, Pos: r.pos(item)})
 			continue
 		}
 		if problem := pointerProblem(item.Value); problem != "" {

@@ -108,7 +108,7 @@ type idempotentServer[T any] struct {
 }
 
 func (s *idempotentServer[T]) CreateCharge(ctx context.Context, request CreateChargeRequestObject) (CreateChargeResponseObject, error) {
-	fingerprint, err := idem.Fingerprint(s.createChargeOp.Name, nil, nil, request.Body, s.createChargeOp.FingerprintExclude)
+	fingerprint, err := idem.Fingerprint(s.createChargeOp.Name, nil, nil, nil, request.Body, s.createChargeOp.FingerprintExclude)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ type createChargeAnswer struct{ *idem.Response }
 func (a createChargeAnswer) VisitCreateChargeResponse(w http.ResponseWriter) error { return a.Write(w) }
 
 func (s *idempotentServer[T]) UpdateCustomer(ctx context.Context, request UpdateCustomerRequestObject) (UpdateCustomerResponseObject, error) {
-	fingerprint, err := idem.Fingerprint(s.updateCustomerOp.Name, idem.Params{"customer_id": request.CustomerId}, nil, idem.Params{"JSON": request.JSONBody, "Formdata": request.FormdataBody}, s.updateCustomerOp.FingerprintExclude)
+	fingerprint, err := idem.Fingerprint(s.updateCustomerOp.Name, idem.Params{"customer_id": request.CustomerId}, nil, nil, idem.Params{"JSON": request.JSONBody, "Formdata": request.FormdataBody}, s.updateCustomerOp.FingerprintExclude)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (a updateCustomerAnswer) VisitUpdateCustomerResponse(w http.ResponseWriter)
 }
 
 func (s *idempotentServer[T]) CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error) {
-	fingerprint, err := idem.Fingerprint(s.createRefundOp.Name, idem.Params{"payment_id": request.PaymentId}, nil, request.Body, s.createRefundOp.FingerprintExclude)
+	fingerprint, err := idem.Fingerprint(s.createRefundOp.Name, idem.Params{"payment_id": request.PaymentId}, nil, nil, request.Body, s.createRefundOp.FingerprintExclude)
 	if err != nil {
 		return nil, err
 	}
