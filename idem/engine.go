@@ -13,8 +13,10 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // Operation is the idempotency contract of one annotated operation; the
@@ -36,15 +38,26 @@ type Operation struct {
 	// RecoveryPoints are the points of a phased operation, in order; see
 	// Engine.ServePhased.
 	RecoveryPoints []string
+	// ScopeHeader names a request header whose value scopes the keys, as
+	// the spec's scope: {header: NAME} says: a request without it gets a
+	// 400 problem naming it. With Options.Scope also set, a key's scope
+	// is both (see Options.Scope).
+	ScopeHeader string
 }
 
 // Options configure an Engine. The zero value works: one scope for all
 // requests, the default logger, Retry-After of one second.
 type Options struct {
 	// Scope returns the scope of a request, such as its tenant or
-	// authenticated principal; keys never cross scopes. It may return a
-	// *Problem to choose the answer; other errors answer 400.
-	Scope func(*http.Request) (string, error)
+	// authenticated principal; keys never cross scopes. ctx is the
+	// request's context as the strict middlewares left it, so a principal
+	// an auth middleware stored there is visible; r is the HTTP request.
+	// It may return a *Problem to choose the answer; other errors answer
+	// 400. A scope must be valid UTF-8 without NUL bytes and at most
+	// MaxScopeLen bytes long, or the request gets a 400 invalid-scope
+	// problem. When the operation also has a ScopeHeader, the key's scope
+	// is this one and the header's value, joined by ScopeSeparator.
+	Scope func(ctx context.Context, r *http.Request) (string, error)
 	// Logger receives errors and claim events; nil uses slog.Default().
 	Logger *slog.Logger
 	// RetryAfter is sent with 409 and 503 answers; zero means one second.
@@ -58,7 +71,7 @@ type Options struct {
 // Engine runs requests of annotated operations through the protocol.
 type Engine[T any] struct {
 	store      Store[T]
-	scope      func(*http.Request) (string, error)
+	scope      func(context.Context, *http.Request) (string, error)
 	log        *slog.Logger
 	retryAfter time.Duration
 
@@ -208,13 +221,71 @@ func (e *Engine[T]) identify(ctx context.Context, op *Operation) (ID, *Response,
 	case err != nil:
 		return ID{}, invalidKey(err), nil
 	}
-	scope := ""
-	if e.scope != nil {
-		if scope, err = e.scope(r); err != nil {
-			return ID{}, scopeProblem(err), nil
-		}
+	scope, resp := e.requestScope(ctx, r, op)
+	if resp != nil {
+		return ID{}, resp, nil
 	}
 	return ID{Scope: scope, Operation: op.Name, Key: key}, nil, nil
+}
+
+// MaxScopeLen bounds a request's scope, in bytes: a key's scope,
+// operation and key together must fit the key table's index.
+const MaxScopeLen = 1024
+
+// ScopeSeparator joins the scope from Options.Scope and the one from an
+// operation's ScopeHeader. Header values cannot contain it, so the join
+// is unambiguous.
+const ScopeSeparator = "\x1f"
+
+// requestScope finds the request's scope from Options.Scope and the
+// operation's ScopeHeader, and checks it, so that a scope the store
+// cannot hold is the client's 400, not an outage.
+func (e *Engine[T]) requestScope(ctx context.Context, r *http.Request, op *Operation) (string, *Response) {
+	var scope string
+	if e.scope != nil {
+		s, err := e.scope(ctx, r)
+		if err != nil {
+			return "", scopeProblem(err)
+		}
+		if why := scopeInvalid(s); why != "" {
+			return "", invalidScope(fmt.Sprintf("The request's scope %s.", why))
+		}
+		scope = s
+	}
+	if op.ScopeHeader == "" {
+		return scope, nil
+	}
+	values := r.Header.Values(op.ScopeHeader)
+	switch {
+	case len(values) == 0 || values[0] == "":
+		return "", invalidScope(fmt.Sprintf("Operation %s scopes its Idempotency-Keys by the %s header, which the request does not have. Send the %s header that identifies your account or tenant.", op.Name, op.ScopeHeader, op.ScopeHeader))
+	case len(values) > 1:
+		return "", invalidScope(fmt.Sprintf("The %s header, which scopes Idempotency-Keys, appears %d times. Send it exactly once.", op.ScopeHeader, len(values)))
+	}
+	if why := scopeInvalid(values[0]); why != "" {
+		return "", invalidScope(fmt.Sprintf("The %s header, which scopes Idempotency-Keys, %s.", op.ScopeHeader, why))
+	}
+	if e.scope == nil {
+		return values[0], nil
+	}
+	joined := scope + ScopeSeparator + values[0]
+	if len(joined) > MaxScopeLen {
+		return "", invalidScope(fmt.Sprintf("The request's scope, with the %s header, is %d bytes long; the limit is %d.", op.ScopeHeader, len(joined), MaxScopeLen))
+	}
+	return joined, nil
+}
+
+// scopeInvalid says why s cannot be a scope, or returns "".
+func scopeInvalid(s string) string {
+	switch {
+	case len(s) > MaxScopeLen:
+		return fmt.Sprintf("is %d bytes long; the limit is %d", len(s), MaxScopeLen)
+	case !utf8.ValidString(s):
+		return "is not valid UTF-8"
+	case strings.IndexByte(s, 0) >= 0:
+		return "contains a NUL byte"
+	}
+	return ""
 }
 
 // lookup reads the key and answers a replay, a 409 or a 422 from that one
@@ -381,10 +452,14 @@ func scopeProblem(err error) *Response {
 	if p, ok := errors.AsType[*Problem](err); ok {
 		return p.Response()
 	}
+	return invalidScope("The request's scope could not be determined: " + err.Error() + ". Send the credentials or headers that identify your account.")
+}
+
+func invalidScope(detail string) *Response {
 	return (&Problem{
 		Type:   TypeInvalidScope,
-		Title:  "Request scope missing",
+		Title:  "Invalid request scope",
 		Status: http.StatusBadRequest,
-		Detail: "The request's scope could not be determined: " + err.Error() + ". Send the credentials or headers that identify your account.",
+		Detail: detail + " The request was not run.",
 	}).Response()
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,14 +56,14 @@ func TestScopeErrors(t *testing.T) {
 	calls := 0
 
 	e := idem.NewEngine(memstore.New(memstore.Options{}), idem.Options{Logger: quiet,
-		Scope: func(*http.Request) (string, error) { return "", errors.New("no account header") }})
+		Scope: func(context.Context, *http.Request) (string, error) { return "", errors.New("no account header") }})
 	resp, _ := serve(t, e, op, hdr, created(&calls))
 	if resp.Status != 400 || resp.Header.Get("Content-Type") != idem.ContentTypeProblem {
 		t.Fatalf("scope error: %d %s", resp.Status, resp.Body)
 	}
 
 	e = idem.NewEngine(memstore.New(memstore.Options{}), idem.Options{Logger: quiet,
-		Scope: func(*http.Request) (string, error) {
+		Scope: func(context.Context, *http.Request) (string, error) {
 			return "", &idem.Problem{Type: "https://example.com/unauthenticated", Title: "Unauthenticated", Status: 401, Detail: "log in"}
 		}})
 	resp, _ = serve(t, e, op, hdr, created(&calls))
@@ -108,5 +109,40 @@ func TestServeWithoutRequestInContext(t *testing.T) {
 	_, err := e.Serve(context.Background(), &idem.Operation{Name: "op"}, nil, created(&calls))
 	if err == nil || calls != 0 {
 		t.Fatalf("Serve without a request: %v, %d calls", err, calls)
+	}
+}
+
+// A scope is checked before the store sees it, and the spec's scope header
+// joins the Go scope.
+func TestScopeValidation(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	goScope := func(ctx context.Context, r *http.Request) (string, error) { return r.Header.Get("X-Principal"), nil }
+	e := idem.NewEngine(store, idem.Options{Logger: quiet, Scope: goScope})
+	op := &idem.Operation{Name: "op", TTL: time.Hour, Lease: time.Minute, ScopeHeader: "X-Tenant-Id"}
+	calls := 0
+	for name, hdr := range map[string]http.Header{
+		"NUL in the Go scope":    {idem.HeaderKey: {"k"}, "X-Principal": {"a\x00b"}, "X-Tenant-Id": {"t1"}},
+		"Go scope too long":      {idem.HeaderKey: {"k"}, "X-Principal": {strings.Repeat("p", idem.MaxScopeLen+1)}, "X-Tenant-Id": {"t1"}},
+		"scope header missing":   {idem.HeaderKey: {"k"}, "X-Principal": {"alice"}},
+		"scope header twice":     {idem.HeaderKey: {"k"}, "X-Principal": {"alice"}, "X-Tenant-Id": {"t1", "t2"}},
+		"scope header not UTF-8": {idem.HeaderKey: {"k"}, "X-Principal": {"alice"}, "X-Tenant-Id": {"t\xff"}},
+		"joined scope too long":  {idem.HeaderKey: {"k"}, "X-Principal": {strings.Repeat("p", idem.MaxScopeLen-2)}, "X-Tenant-Id": {"t1"}},
+	} {
+		resp, err := serve(t, e, op, hdr, created(&calls))
+		if err != nil || resp.Status != 400 || !strings.Contains(string(resp.Body), idem.TypeInvalidScope) {
+			t.Errorf("%s: %v %+v, want a 400 invalid-scope problem", name, err, resp)
+		}
+	}
+	if calls != 0 || store.Len() != 0 {
+		t.Fatalf("%d runs, %d keys stored for invalid scopes", calls, store.Len())
+	}
+	// Same principal, two tenants: two keys; the same tenant again: a replay.
+	for _, tenant := range []string{"t1", "t2", "t1"} {
+		if _, err := serve(t, e, op, http.Header{idem.HeaderKey: {"k"}, "X-Principal": {"alice"}, "X-Tenant-Id": {tenant}}, created(&calls)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 2 || store.Len() != 2 {
+		t.Fatalf("%d runs and %d keys for two tenants, want 2 and 2", calls, store.Len())
 	}
 }

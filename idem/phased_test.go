@@ -257,7 +257,7 @@ func TestDerivedKeys(t *testing.T) {
 		}
 		return got
 	}
-	scope := func(r *http.Request) (string, error) { return r.Header.Get("X-Scope"), nil }
+	scope := func(_ context.Context, r *http.Request) (string, error) { return r.Header.Get("X-Scope"), nil }
 	e := idem.NewEngine(store, idem.Options{Logger: quiet, Scope: scope})
 	base := derive(e, "acct_1", "createPayment", "k1", "charge")
 	if again := derive(e, "acct_1", "createPayment", "k1", "charge"); again != base {

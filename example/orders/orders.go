@@ -52,7 +52,7 @@ var _ gen.IdempotentServer[pgx.Tx] = (*Service)(nil)
 
 // Scope returns the account a request acts for: idempotency keys are
 // scoped to it.
-func Scope(r *http.Request) (string, error) {
+func Scope(_ context.Context, r *http.Request) (string, error) {
 	if id := r.Header.Get("X-Account-Id"); id != "" {
 		return id, nil
 	}

@@ -6,9 +6,13 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/idemgen/idemgen/example/gen"
@@ -16,6 +20,7 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/idemgen/idemgen/internal/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // newEnvWith serves the example on a fresh database with the given
@@ -53,4 +58,104 @@ func TestHeaderParamsInFingerprint(t *testing.T) {
 		t.Fatalf("retry from the first account: %d %s, want a replayed 201", r.status, r.body)
 	}
 	e.expect(1, 1, 1)
+}
+
+type principalKey struct{}
+
+// authenticate is an auth middleware in the strict server's style: it
+// stores the caller's principal in the context, where a scope function
+// finds it.
+func authenticate(f gen.StrictHandlerFunc, _ string) gen.StrictHandlerFunc {
+	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
+		principal, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			return nil, &idem.Problem{Type: "https://example.com/unauthenticated", Title: "Unauthenticated", Status: 401, Detail: "Send a bearer token."}
+		}
+		return f(context.WithValue(ctx, principalKey{}, principal), w, r, request)
+	}
+}
+
+func principalScope(ctx context.Context, _ *http.Request) (string, error) {
+	if p, ok := ctx.Value(principalKey{}).(string); ok {
+		return p, nil
+	}
+	return "", errors.New("no principal in the context")
+}
+
+// Two principals of one account send the same key and body: each request
+// runs once for its principal, and each retry replays its own answer.
+func TestScopeSeesMiddlewareContext(t *testing.T) {
+	e := newEnvWith(t, gen.IdempotentHandlerOptions{
+		Options:           idem.Options{Scope: principalScope},
+		StrictMiddlewares: []gen.StrictMiddlewareFunc{authenticate},
+	})
+	post := func(principal string) reply {
+		t.Helper()
+		req, err := http.NewRequest("POST", e.url+"/orders", strings.NewReader(order))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Account-Id", "acct_1")
+		req.Header.Set("Authorization", "Bearer "+principal)
+		req.Header.Set(idem.HeaderKey, "k1")
+		return e.do(req)
+	}
+	alice, bob := post("alice"), post("bob")
+	for name, r := range map[string]reply{"alice": alice, "bob": bob} {
+		if r.status != 201 || r.header.Get(idem.HeaderReplayed) != "" {
+			t.Fatalf("%s's first request: %d %v %s, want a fresh 201", name, r.status, r.header, r.body)
+		}
+	}
+	if string(alice.body) == string(bob.body) {
+		t.Fatalf("bob received alice's order: %s", bob.body)
+	}
+	for name, first := range map[string]reply{"alice": alice, "bob": bob} {
+		r := post(name)
+		if r.status != 201 || r.header.Get(idem.HeaderReplayed) != "true" || string(r.body) != string(first.body) {
+			t.Fatalf("%s's retry: %d %v %s, want a replay of %s", name, r.status, r.header, r.body, first.body)
+		}
+	}
+	e.expect(2, 2, 2)
+}
+
+// countingStore counts the key store's lookups and claims.
+type countingStore struct {
+	idem.Store[pgx.Tx]
+	calls atomic.Int64
+}
+
+func (s *countingStore) Lookup(ctx context.Context, id idem.ID) (idem.Record, error) {
+	s.calls.Add(1)
+	return s.Store.Lookup(ctx, id)
+}
+
+// A scope the key table cannot hold is the client's mistake: a 400
+// invalid-scope problem, answered before any store round trip, never a
+// 503 that clients would retry forever.
+func TestInvalidScopeIs400(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	if err := orders.Migrate(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	store := &countingStore{Store: pgstore.New(pool)}
+	svc := &service{Service: &orders.Service{Pool: pool}}
+	srv := httptest.NewServer(gen.NewIdempotentHandler[pgx.Tx](svc, store, gen.IdempotentHandlerOptions{
+		Options: idem.Options{Scope: orders.Scope, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+	}))
+	t.Cleanup(srv.Close)
+	e := &env{t: t, pool: pool, svc: svc, url: srv.URL}
+	for name, account := range map[string]string{
+		"invalid UTF-8": "acct\xff",
+		"too long":      strings.Repeat("a", 3000),
+	} {
+		r := e.post(account, order, "k1")
+		if r.status != 400 || r.problem(t).Type != idem.TypeInvalidScope || r.header.Get("Retry-After") != "" {
+			t.Errorf("%s: %d %v %s, want a 400 invalid-scope problem", name, r.status, r.header, r.body)
+		}
+	}
+	if n := store.calls.Load(); n != 0 {
+		t.Errorf("the store was asked %d times", n)
+	}
+	e.expect(0, 0, 0)
 }
