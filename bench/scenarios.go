@@ -200,7 +200,7 @@ func (h *heldKeys) hold(ctx context.Context, dbURL string, n int) error {
 	if h.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return err
 	}
-	store := pgstore.New(h.pool)
+	store := pgstore.New(h.pool, pgstore.Options{})
 	for i := range n {
 		id := idem.ID{Scope: account, Operation: "createOrder", Key: "held-" + strconv.Itoa(i)}
 		txn, err := store.Claim(ctx, id, idem.Claim{Fingerprint: []byte("held by bench"), TTL: time.Hour, Lease: time.Hour})

@@ -13,7 +13,9 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -60,8 +62,12 @@ type Options struct {
 	Scope func(ctx context.Context, r *http.Request) (string, error)
 	// Logger receives errors and claim events; nil uses slog.Default().
 	Logger *slog.Logger
-	// RetryAfter is sent with 409 and 503 answers; zero means one second.
+	// RetryAfter is sent with 503 answers and with 409s on an atomic
+	// attempt; zero means one second.
 	RetryAfter time.Duration
+	// MaxRetryAfter caps the Retry-After of a 409 on a phased attempt,
+	// which is otherwise the time left on its lease; zero means 30s.
+	MaxRetryAfter time.Duration
 	// Secret keys the derived keys of attempts (Attempt.DerivedKey). Nil
 	// uses the store's own secret, which its migrations create; set it to
 	// share derived keys across stores.
@@ -70,17 +76,21 @@ type Options struct {
 
 // Engine runs requests of annotated operations through the protocol.
 type Engine[T any] struct {
-	store      Store[T]
-	scope      func(context.Context, *http.Request) (string, error)
-	log        *slog.Logger
-	retryAfter time.Duration
+	store         Store[T]
+	scope         func(context.Context, *http.Request) (string, error)
+	log           *slog.Logger
+	retryAfter    time.Duration
+	maxRetryAfter time.Duration
 
 	secret atomic.Pointer[[]byte] // read from the store at the first claim
+
+	mu         sync.Mutex
+	misconfigs map[string]bool // store misconfigurations logged already
 }
 
 // NewEngine returns an engine on store.
 func NewEngine[T any](store Store[T], opts Options) *Engine[T] {
-	e := &Engine[T]{store: store, scope: opts.Scope, log: opts.Logger, retryAfter: opts.RetryAfter}
+	e := &Engine[T]{store: store, scope: opts.Scope, log: opts.Logger, retryAfter: opts.RetryAfter, maxRetryAfter: opts.MaxRetryAfter}
 	if opts.Secret != nil {
 		e.secret.Store(&opts.Secret)
 	}
@@ -90,6 +100,9 @@ func NewEngine[T any](store Store[T], opts Options) *Engine[T] {
 	if e.retryAfter <= 0 {
 		e.retryAfter = time.Second
 	}
+	if e.maxRetryAfter <= 0 {
+		e.maxRetryAfter = 30 * time.Second
+	}
 	return e
 }
 
@@ -97,11 +110,12 @@ func NewEngine[T any](store Store[T], opts Options) *Engine[T] {
 // the key; in a phased operation, one phase of it. T is the store's
 // transaction type.
 type Attempt[T any] struct {
-	tx     T
-	id     ID
-	point  string
-	secret []byte
-	nonce  string // the key of derived keys when the request sent none
+	tx         T
+	id         ID
+	generation int64
+	point      string
+	secret     []byte
+	nonce      string // the key of derived keys when the request sent none
 }
 
 // Tx is the attempt's transaction (in a phased operation, the phase's).
@@ -117,22 +131,34 @@ func (a *Attempt[T]) RecoveryPoint() string { return a.point }
 
 // DerivedKey returns the idempotency key to send with the foreign call
 // name, such as a payment provider's charge: the same in every retry and
-// takeover of this request's key, different for every other key, scope,
-// operation and name, and not computable by the client. For a request
+// takeover of this use of the request's key, different for every other
+// key, scope, operation and name, and for the key's next generation (its
+// reuse after the TTL), and not computable by the client. For a request
 // sent without a key (its operation's key is optional) it is random.
 func (a *Attempt[T]) DerivedKey(name string) string {
 	key := a.id.Key
 	if key == "" {
 		key = "\x00" + a.nonce // no valid Idempotency-Key starts with a NUL
 	}
+	parts := []string{"idemgen derived key v1", a.id.Scope, a.id.Operation, key, name}
+	if a.generation > 1 {
+		// The first generation's keys stay what they were before
+		// generations were counted, so attempts in flight keep theirs.
+		parts = append(parts, strconv.FormatInt(a.generation, 10))
+	}
 	m := hmac.New(sha256.New, a.secret)
-	for _, s := range []string{"idemgen derived key v1", a.id.Scope, a.id.Operation, key, name} {
+	for _, s := range parts {
 		var n [binary.MaxVarintLen64]byte
 		m.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
 		m.Write([]byte(s))
 	}
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
+
+// Generation is the use of the key this attempt belongs to: 1 for the
+// first, one more each time the key is reused after its TTL. Retries and
+// takeovers keep it. 0 for a request without a key.
+func (a *Attempt[T]) Generation() int64 { return a.generation }
 
 // Key is the request's idempotency key; empty when the operation's key is
 // optional and the request sent none.
@@ -170,37 +196,38 @@ func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte
 	if id.Key == "" {
 		secret, err := e.derivationSecret(ctx)
 		if err != nil {
-			return e.unavailable(ctx, id, "secret", err), nil
+			return e.storeFailed(ctx, id, "secret", err), nil
 		}
 		txn, err := e.store.Begin(ctx)
 		if err != nil {
-			return e.unavailable(ctx, id, "begin", err), nil
+			return e.storeFailed(ctx, id, "begin", err), nil
 		}
-		return e.execute(ctx, txn, &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, nonce: nonce()}, h)
+		return e.execute(ctx, op, txn, &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, nonce: nonce()}, h)
 	}
 	for range maxTries {
-		rec, resp := e.lookup(ctx, id, fingerprint)
+		rec, c, resp := e.decide(ctx, op, id, fingerprint)
 		if resp != nil {
 			return resp, nil
 		}
 		// Read only now, so that replays, 409s and 422s never wait for it.
 		secret, err := e.derivationSecret(ctx)
 		if err != nil {
-			return e.unavailable(ctx, id, "secret", err), nil
+			return e.storeFailed(ctx, id, "secret", err), nil
 		}
-		txn, err := e.store.Claim(ctx, id, Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease})
+		txn, err := e.store.Claim(ctx, id, c)
 		if errors.Is(err, ErrContended) {
 			continue
 		}
 		if err != nil {
-			return e.unavailable(ctx, id, "claim", err), nil
+			return e.storeFailed(ctx, id, "claim", err), nil
 		}
-		if rec.State == Abandoned {
+		at := &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: generation(rec, c)}
+		if c.Takeover {
 			e.log.InfoContext(ctx, "idem: took over an abandoned attempt", "operation", id.Operation, "scope", id.Scope, "recovery_point", rec.RecoveryPoint)
 		}
-		return e.execute(ctx, txn, &Attempt[T]{tx: txn.Tx(), id: id, secret: secret}, h)
+		return e.execute(ctx, op, txn, at, h)
 	}
-	return e.keyInUse(), nil
+	return e.keyInUse(e.retryAfter), nil
 }
 
 // identify validates the request's key and finds its scope. It returns a
@@ -288,25 +315,61 @@ func scopeInvalid(s string) string {
 	return ""
 }
 
-// lookup reads the key and answers a replay, a 409 or a 422 from that one
-// read. A nil response means the key may be claimed.
-func (e *Engine[T]) lookup(ctx context.Context, id ID, fingerprint []byte) (Record, *Response) {
+// decide reads the key and applies the protocol to what the store
+// reports: a replay, a 409 or a 422 is answered from that one read;
+// otherwise it returns the claim to make. The store only reports facts,
+// so every store answers alike.
+func (e *Engine[T]) decide(ctx context.Context, op *Operation, id ID, fingerprint []byte) (Record, Claim, *Response) {
 	rec, err := e.store.Lookup(ctx, id)
 	if err != nil {
-		return rec, e.unavailable(ctx, id, "lookup", err)
+		return rec, Claim{}, e.storeFailed(ctx, id, "lookup", err)
 	}
-	if rec.Fingerprint != nil && !bytes.Equal(rec.Fingerprint, fingerprint) {
-		return rec, keyReused()
-	}
-	switch rec.State {
-	case Busy:
-		return rec, e.keyInUse()
-	case Completed:
+	c := Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease, Attempt: rec.Attempt}
+	sameRequest := bytes.Equal(rec.Fingerprint, fingerprint)
+	switch {
+	case rec.Found && !rec.Completed:
+		// An attempt in flight keeps its key past the TTL: it may have
+		// done part of its work, which only the same request may resume.
+		switch {
+		case !sameRequest:
+			return rec, c, keyReused()
+		case rec.Held || rec.LeaseLeft > 0:
+			return rec, c, e.keyInUse(e.leaseRetryAfter(rec.LeaseLeft))
+		}
+		c.Takeover = true
+		return rec, c, nil
+	case rec.Found && !rec.Expired:
+		if !sameRequest {
+			return rec, c, keyReused()
+		}
 		replay := *rec.Response
 		replay.Replayed = true
-		return rec, &replay
+		return rec, c, &replay
+	case rec.Held:
+		// An atomic attempt runs; its request is not visible before it
+		// commits, so whatever this request is, it has to wait.
+		return rec, c, e.keyInUse(e.retryAfter)
 	}
-	return rec, nil
+	// No row, or a completed one past its TTL: a new generation.
+	return rec, c, nil
+}
+
+// generation is the generation an attempt claimed with c after reading
+// rec belongs to.
+func generation(rec Record, c Claim) int64 {
+	if c.Takeover {
+		return rec.Generation
+	}
+	return rec.Generation + 1
+}
+
+// leaseRetryAfter is the Retry-After of a 409 on a leased attempt: by
+// then it has finished or may be taken over.
+func (e *Engine[T]) leaseRetryAfter(left time.Duration) time.Duration {
+	if left <= 0 {
+		return e.retryAfter
+	}
+	return min(left, e.maxRetryAfter)
 }
 
 // nonce stands in for the key of an attempt without one, so that its
@@ -335,85 +398,151 @@ func (e *Engine[T]) derivationSecret(ctx context.Context) ([]byte, error) {
 	return secret, nil
 }
 
+// endTimeout bounds ending an attempt (its commit or rollback), so that a
+// connection that stops answering cannot hold the request for good. The
+// operation's lease is the bound the attempt already lives by.
+func endTimeout(op *Operation) time.Duration {
+	return max(op.Lease, time.Second)
+}
+
+// endContext is the context an attempt ends in: it outlives the client,
+// since a response the handler produced is worth storing even if the
+// client has gone, but not the operation's bound.
+func endContext(ctx context.Context, op *Operation) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), endTimeout(op))
+}
+
 // execute runs the handler in the attempt and stores its response. A Go
 // error or a panic undoes the attempt so that a retry runs again.
-func (e *Engine[T]) execute(ctx context.Context, txn Txn[T], at *Attempt[T], h Handler[T]) (resp *Response, err error) {
-	// The attempt ends whatever the client does: a response the handler
-	// produced is worth storing even if the client has gone.
-	endCtx := context.WithoutCancel(ctx)
-	ended := false
-	defer func() {
-		if ended {
-			return
+func (e *Engine[T]) execute(ctx context.Context, op *Operation, txn Txn[T], at *Attempt[T], h Handler[T]) (*Response, error) {
+	endCtx, cancel := endContext(ctx, op)
+	defer cancel()
+	write, err := callHandler(ctx, at, h)
+	if err == nil && write == nil {
+		err = fmt.Errorf("idem: %s returned neither a response nor an error", at.id.Operation)
+	}
+	var resp *Response
+	if err == nil {
+		if resp, err = Capture(write); err != nil {
+			err = fmt.Errorf("idem: write %s response: %w", at.id.Operation, err)
 		}
-		p := recover()
-		if abortErr := txn.Abort(endCtx); abortErr != nil {
-			e.log.ErrorContext(ctx, "idem: abort attempt", "operation", at.id.Operation, "error", abortErr)
-		}
-		if p == nil {
-			return
-		}
-		if p == http.ErrAbortHandler {
-			panic(p)
-		}
-		err = &PanicError{Value: p, Stack: debug.Stack()}
-		resp = nil
-	}()
-
-	write, err := h(ctx, at)
+	}
 	if err != nil {
-		if e.storeDown(err) {
-			return e.unavailable(ctx, at.id, "handler", err), nil
-		}
-		return nil, err
+		return e.abort(ctx, endCtx, txn, at, err)
 	}
-	if write == nil {
-		return nil, fmt.Errorf("idem: %s returned neither a response nor an error", at.id.Operation)
-	}
-	resp, err = Capture(write)
-	if err != nil {
-		return nil, fmt.Errorf("idem: write %s response: %w", at.id.Operation, err)
-	}
-	// Complete ends the transaction, committed or not.
-	ended = true
 	if err := txn.Complete(endCtx, resp); err != nil {
-		// Complete failed, so the transaction with the handler's writes did
-		// not commit: the client may safely retry.
-		return e.unavailable(ctx, at.id, "complete", err), nil
+		return e.storeFailed(ctx, at.id, "complete", err), nil
 	}
 	return resp, nil
 }
 
-// storeDown reports whether a handler's error comes from the store's
-// database being unreachable; see ErrorClassifier.
-func (e *Engine[T]) storeDown(err error) bool {
-	c, ok := e.store.(ErrorClassifier)
-	return ok && c.Unavailable(err)
+// callHandler runs h, turning a panic into a *PanicError.
+func callHandler[T any](ctx context.Context, at *Attempt[T], h Handler[T]) (w Writer, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			w, err = nil, &PanicError{Value: p, Stack: debug.Stack()}
+		}
+	}()
+	return h(ctx, at)
 }
 
-func (e *Engine[T]) unavailable(ctx context.Context, id ID, step string, err error) *Response {
-	if ctx.Err() != nil {
-		// The client went away; the store did not fail.
+// abort undoes an attempt whose handler failed and returns the failure.
+// When the attempt's own connection was lost, the handler's error came
+// from the store going away, and the client gets a 503 to retry on,
+// instead of a 500.
+func (e *Engine[T]) abort(ctx, endCtx context.Context, txn Txn[T], at *Attempt[T], handlerErr error) (*Response, error) {
+	abortErr := txn.Abort(endCtx)
+	if pe, ok := errors.AsType[*PanicError](handlerErr); ok && pe.Value == http.ErrAbortHandler {
+		panic(http.ErrAbortHandler)
+	}
+	switch {
+	case errors.Is(abortErr, ErrStoreUnavailable):
+		return e.storeFailed(ctx, at.id, "handler", fmt.Errorf("%w (the handler failed with: %w)", abortErr, handlerErr)), nil
+	case abortErr != nil:
+		e.log.ErrorContext(ctx, "idem: abort attempt", "operation", at.id.Operation, "error", abortErr)
+	}
+	return nil, handlerErr
+}
+
+// storeFailed answers a request whose store step failed, by the class of
+// the error (see ErrStoreUnavailable): only a store that cannot be
+// reached is a 503.
+func (e *Engine[T]) storeFailed(ctx context.Context, id ID, step string, err error) *Response {
+	switch {
+	case ctx.Err() != nil:
+		// The client went away; the store did not fail, and nobody reads
+		// the answer.
 		e.log.InfoContext(ctx, "idem: request canceled", "step", step, "operation", id.Operation, "error", err)
-	} else {
-		e.log.ErrorContext(ctx, "idem: key store failed", "step", step, "operation", id.Operation, "error", err)
+		return e.unavailable(step, err)
+	case errors.Is(err, ErrStoreUnavailable):
+		e.log.ErrorContext(ctx, "idem: key store unavailable", "step", step, "operation", id.Operation, "error", err)
+		return e.unavailable(step, err)
+	case errors.Is(err, ErrStoreRejectedInput):
+		e.log.WarnContext(ctx, "idem: key store rejected the request", "step", step, "operation", id.Operation, "error", err)
+		return (&Problem{
+			Type:   TypeInvalidRequest,
+			Title:  "Invalid request",
+			Status: http.StatusBadRequest,
+			Detail: "The idempotency key store cannot hold this request's Idempotency-Key or scope. Send a shorter key with plain characters; the request was not run.",
+		}).Response()
+	}
+	e.logMisconfigured(ctx, step, id, err)
+	return (&Problem{
+		Type:   TypeStoreMisconfigured,
+		Title:  "Key store misconfigured",
+		Status: http.StatusInternalServerError,
+		Detail: "The server's idempotency key store is misconfigured, so the request was not run. This is not a problem with the request: its operators have been told. Retrying with the same Idempotency-Key is safe.",
+	}).Response()
+}
+
+// logMisconfigured logs each distinct misconfiguration once: every request
+// meets it until it is fixed, and one line with the cause says all.
+func (e *Engine[T]) logMisconfigured(ctx context.Context, step string, id ID, err error) {
+	const maxRemembered = 64
+	cause := err.Error()
+	e.mu.Lock()
+	logged := e.misconfigs[cause]
+	if !logged && len(e.misconfigs) < maxRemembered {
+		if e.misconfigs == nil {
+			e.misconfigs = make(map[string]bool)
+		}
+		e.misconfigs[cause] = true
+	}
+	e.mu.Unlock()
+	if logged {
+		return
+	}
+	e.log.ErrorContext(ctx, "idem: key store misconfigured; requests of annotated operations fail until it is fixed (logged once)", "step", step, "operation", id.Operation, "error", err)
+}
+
+func (e *Engine[T]) unavailable(step string, err error) *Response {
+	detail := "The idempotency key store could not be reached, so the request was not run. Retry after the Retry-After delay with the same Idempotency-Key."
+	switch {
+	case errors.Is(err, ErrCommitUnknown):
+		detail = "The connection to the idempotency key store was lost while the request's result was being committed, so the request may have run. Retry after the Retry-After delay with the same Idempotency-Key: the retry returns the request's result, and runs only what did not commit."
+	case step == "handler":
+		detail = "The connection to the idempotency key store was lost while the request ran, so its writes were rolled back and nothing was stored. Retry after the Retry-After delay with the same Idempotency-Key."
+	case step == "phase":
+		detail = "The connection to the idempotency key store was lost during a step of the request, so that step was rolled back; the steps before it are kept. Retry after the Retry-After delay with the same Idempotency-Key: the retry resumes where the request stopped."
+	case step == "complete" || step == "advance":
+		detail = "The idempotency key store failed before the request's result was committed, so its writes were rolled back and nothing was stored. Retry after the Retry-After delay with the same Idempotency-Key."
 	}
 	return (&Problem{
 		Type:       TypeStoreUnavailable,
 		Title:      "Key store unavailable",
 		Status:     http.StatusServiceUnavailable,
-		Detail:     "The idempotency key store could not be reached, so the request was not run. Retry after the Retry-After delay with the same Idempotency-Key.",
+		Detail:     detail,
 		RetryAfter: e.retryAfter,
 	}).Response()
 }
 
-func (e *Engine[T]) keyInUse() *Response {
+func (e *Engine[T]) keyInUse(retryAfter time.Duration) *Response {
 	return (&Problem{
 		Type:       TypeKeyInUse,
 		Title:      "Idempotency-Key in use",
 		Status:     http.StatusConflict,
 		Detail:     "Another request with this Idempotency-Key is still being processed. Retry after the Retry-After delay with the same key to get its result.",
-		RetryAfter: e.retryAfter,
+		RetryAfter: retryAfter,
 	}).Response()
 }
 

@@ -121,11 +121,18 @@ func (h ErrorHandlers) ResponseError(w http.ResponseWriter, r *http.Request, err
 	if pe, ok := errors.AsType[*PanicError](err); ok {
 		attrs = append(attrs, "stack", string(pe.Stack))
 	}
+	detail := "The server failed to handle the request. Nothing was stored for its Idempotency-Key, so a retry with the same key runs it again."
+	if pe, ok := errors.AsType[*PhaseError](err); ok {
+		attrs = append(attrs, "recovery_point", pe.Point)
+		if pe.Point != "" {
+			detail = fmt.Sprintf("The server failed partway through the request. Its steps up to %q are done and kept, and nothing after them: a retry with the same Idempotency-Key resumes after them. Do not send a new key for this request, or the kept steps may be done twice.", pe.Point)
+		}
+	}
 	log.ErrorContext(r.Context(), "idem: handler failed", attrs...)
 	WriteProblem(w, &Problem{
 		Type:   TypeInternal,
 		Title:  "Internal error",
 		Status: http.StatusInternalServerError,
-		Detail: "The server failed to handle the request. Nothing was stored for its Idempotency-Key, so a retry with the same key runs it again.",
+		Detail: detail,
 	})
 }

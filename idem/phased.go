@@ -32,38 +32,56 @@ func (e *Engine[T]) ServePhased(ctx context.Context, op *Operation, fingerprint 
 	if id.Key == "" {
 		secret, err := e.derivationSecret(ctx)
 		if err != nil {
-			return e.unavailable(ctx, id, "secret", err), nil
+			return e.storeFailed(ctx, id, "secret", err), nil
 		}
 		return e.runKeyless(ctx, op, &Attempt[T]{id: id, secret: secret, nonce: nonce()}, run)
 	}
 	for range maxTries {
-		rec, resp := e.lookup(ctx, id, fingerprint)
+		rec, c, resp := e.decide(ctx, op, id, fingerprint)
 		if resp != nil {
 			return resp, nil
 		}
 		secret, err := e.derivationSecret(ctx)
 		if err != nil {
-			return e.unavailable(ctx, id, "secret", err), nil
+			return e.storeFailed(ctx, id, "secret", err), nil
 		}
-		lease, err := e.store.Lease(ctx, id, Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease})
+		lease, err := e.store.Lease(ctx, id, c)
 		if errors.Is(err, ErrContended) {
 			continue
 		}
 		if err != nil {
-			return e.unavailable(ctx, id, "claim", err), nil
+			return e.storeFailed(ctx, id, "claim", err), nil
 		}
-		if rec.State == Abandoned {
+		if c.Takeover {
 			e.log.InfoContext(ctx, "idem: took over an abandoned attempt", "operation", id.Operation, "scope", id.Scope, "recovery_point", lease.RecoveryPoint())
 		}
-		return e.runPhases(ctx, op, lease, &Attempt[T]{id: id, secret: secret, point: lease.RecoveryPoint()}, run)
+		at := &Attempt[T]{id: id, secret: secret, generation: generation(rec, c), point: lease.RecoveryPoint()}
+		return e.runPhases(ctx, op, lease, at, run)
 	}
-	return e.keyInUse(), nil
+	return e.keyInUse(e.retryAfter), nil
 }
+
+// PhaseError is the error of a phased operation's phase: a Go error or a
+// panic, after which the phases before it stay committed. The 500 answer
+// says so, and that a retry with the same key resumes there.
+type PhaseError struct {
+	Operation string
+	// Point is the last recovery point committed: "" when no phase
+	// committed.
+	Point string
+	Err   error
+}
+
+func (e *PhaseError) Error() string {
+	return fmt.Sprintf("idem: %s failed in its %s phase: %v", e.Operation, phaseName(e.Point), e.Err)
+}
+
+func (e *PhaseError) Unwrap() error { return e.Err }
 
 // runPhases runs the phases from at's recovery point to the response.
 func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T], at *Attempt[T], run PhaseFunc[T]) (*Response, error) {
-	// The attempt's bookkeeping ends whatever the client does.
-	endCtx := context.WithoutCancel(ctx)
+	endCtx, cancel := endContext(ctx, op)
+	defer cancel()
 	release := func() {
 		if err := lease.Release(endCtx); err != nil {
 			e.log.ErrorContext(ctx, "idem: release lease", "operation", op.Name, "recovery_point", at.point, "error", err)
@@ -80,33 +98,40 @@ func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T]
 		}
 		if err != nil {
 			// The lease stays: once it passes, a retry takes over.
-			return e.unavailable(ctx, at.id, "begin phase", err), nil
+			return e.storeFailed(ctx, at.id, "begin phase", err), nil
 		}
 		at.tx = ph.Tx()
 		next, resp, err := e.runPhase(ctx, op, ph, at, run)
 		if err != nil {
 			release()
-			if e.storeDown(err) {
-				return e.unavailable(ctx, at.id, "phase", err), nil
+			if errors.Is(err, ErrStoreUnavailable) {
+				// The phase's connection was lost and the phase rolled
+				// back; if the release failed too, the lease lets a retry
+				// take over once it passes.
+				return e.storeFailed(ctx, at.id, "phase", err), nil
 			}
-			return nil, err
+			return nil, &PhaseError{Operation: op.Name, Point: at.point, Err: err}
 		}
+		// The phase's end gets a bound of its own: the lease it renewed.
+		phaseEnd, cancelPhase := endContext(ctx, op)
 		if resp != nil {
-			err := ph.Complete(endCtx, resp)
+			err := ph.Complete(phaseEnd, resp)
+			cancelPhase()
 			switch {
 			case errors.Is(err, ErrLeaseLost):
 				return e.leaseLost(ctx, at), nil
 			case err != nil:
-				return e.unavailable(ctx, at.id, "complete", err), nil
+				return e.storeFailed(ctx, at.id, "complete", err), nil
 			}
 			return resp, nil
 		}
-		err = ph.Advance(endCtx, next)
+		err = ph.Advance(phaseEnd, next)
+		cancelPhase()
 		switch {
 		case errors.Is(err, ErrLeaseLost):
 			return e.leaseLost(ctx, at), nil
 		case err != nil:
-			return e.unavailable(ctx, at.id, "advance", err), nil
+			return e.storeFailed(ctx, at.id, "advance", err), nil
 		}
 		at.point = next
 	}
@@ -114,23 +139,35 @@ func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T]
 
 // runPhase runs one phase and captures its response, if it gave one. On a
 // Go error, a panic or a bad step it rolls the phase back and returns the
-// error.
+// error; when the phase's own connection was lost, the error matches
+// ErrStoreUnavailable.
 func (e *Engine[T]) runPhase(ctx context.Context, op *Operation, ph Txn[T], at *Attempt[T], run PhaseFunc[T]) (next string, resp *Response, err error) {
+	next, resp, err = callPhase(ctx, op, at, run)
+	if err == nil {
+		return next, resp, nil
+	}
+	abortCtx, cancel := endContext(ctx, op)
+	defer cancel()
+	abortErr := ph.Abort(abortCtx)
+	if pe, ok := errors.AsType[*PanicError](err); ok && pe.Value == http.ErrAbortHandler {
+		panic(http.ErrAbortHandler)
+	}
+	switch {
+	case errors.Is(abortErr, ErrStoreUnavailable):
+		return "", nil, fmt.Errorf("%w (the phase failed with: %w)", abortErr, err)
+	case abortErr != nil:
+		e.log.ErrorContext(ctx, "idem: roll back phase", "operation", op.Name, "recovery_point", at.point, "error", abortErr)
+	}
+	return "", nil, err
+}
+
+// callPhase runs one phase, turning a panic into a *PanicError, and checks
+// the step it returns.
+func callPhase[T any](ctx context.Context, op *Operation, at *Attempt[T], run PhaseFunc[T]) (next string, resp *Response, err error) {
 	defer func() {
-		p := recover()
-		if p == nil && err == nil {
-			return
+		if p := recover(); p != nil {
+			next, resp, err = "", nil, &PanicError{Value: p, Stack: debug.Stack()}
 		}
-		if abortErr := ph.Abort(context.WithoutCancel(ctx)); abortErr != nil {
-			e.log.ErrorContext(ctx, "idem: roll back phase", "operation", op.Name, "recovery_point", at.point, "error", abortErr)
-		}
-		if p == nil {
-			return
-		}
-		if p == http.ErrAbortHandler {
-			panic(p)
-		}
-		next, resp, err = "", nil, &PanicError{Value: p, Stack: debug.Stack()}
 	}()
 	next, write, err := run(ctx, at)
 	switch {
@@ -156,18 +193,21 @@ func (e *Engine[T]) runKeyless(ctx context.Context, op *Operation, at *Attempt[T
 	for {
 		txn, err := e.store.Begin(ctx)
 		if err != nil {
-			return e.unavailable(ctx, at.id, "begin", err), nil
+			return e.storeFailed(ctx, at.id, "begin", err), nil
 		}
 		at.tx = txn.Tx()
 		next, resp, err := e.runPhase(ctx, op, txn, at, run)
-		if e.storeDown(err) {
-			return e.unavailable(ctx, at.id, "phase", err), nil
+		if errors.Is(err, ErrStoreUnavailable) {
+			return e.storeFailed(ctx, at.id, "handler", err), nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		if err := txn.Complete(context.WithoutCancel(ctx), resp); err != nil {
-			return e.unavailable(ctx, at.id, "commit", err), nil
+		endCtx, cancel := endContext(ctx, op)
+		err = txn.Complete(endCtx, resp)
+		cancel()
+		if err != nil {
+			return e.storeFailed(ctx, at.id, "complete", err), nil
 		}
 		if resp != nil {
 			return resp, nil
@@ -208,5 +248,5 @@ func phaseName(point string) string {
 // attempt that holds it now answers the client's retry.
 func (e *Engine[T]) leaseLost(ctx context.Context, at *Attempt[T]) *Response {
 	e.log.WarnContext(ctx, "idem: lease lost; another attempt holds the key now", "operation", at.id.Operation, "scope", at.id.Scope, "recovery_point", at.point)
-	return e.keyInUse()
+	return e.keyInUse(e.retryAfter)
 }

@@ -14,59 +14,62 @@ type ID struct {
 	Key       string
 }
 
-// State is what the store knows about a key.
-type State int
-
-const (
-	// Absent: no live record; the key is new or its TTL has passed.
-	Absent State = iota
-	// Busy: an attempt holds the key right now.
-	Busy
-	// Abandoned: an attempt claimed the key and its lease expired without
-	// a response: its process died. The next request may take over.
-	Abandoned
-	// Completed: a response is stored.
-	Completed
-)
-
-func (s State) String() string {
-	switch s {
-	case Absent:
-		return "absent"
-	case Busy:
-		return "busy"
-	case Abandoned:
-		return "abandoned"
-	case Completed:
-		return "completed"
-	}
-	return "unknown"
-}
-
-// Record is a key's state as read by [Store.Lookup].
+// Record is what a store knows of a key, as read by [Store.Lookup]: facts
+// only. The engine alone decides what they mean (a replay, a 409, a 422,
+// a claim or a takeover), so every store answers alike.
 type Record struct {
-	State State
-	// Fingerprint of the request that claimed the key. Nil for a Busy key
-	// whose claim is not yet visible (an atomic attempt in progress).
+	// Found reports that the store has a committed row for the key. An
+	// atomic attempt's claim has none until it completes: it is only Held.
+	Found bool
+	// Completed reports that the row holds a response; a found row that
+	// is not completed is an attempt in flight (a phased attempt's lease).
+	Completed bool
+	// Held reports that a live claimant holds the key right now: an
+	// atomic attempt whose claim is not visible yet, or a running phase.
+	Held bool
+	// Fingerprint of the request that made the row.
 	Fingerprint []byte
+	// Expired reports that the row's TTL has passed.
+	Expired bool
+	// LeaseLeft is how long the lease of an in-flight row still runs;
+	// zero or less once it has passed, when another request may take over.
+	LeaseLeft time.Duration
 	// RecoveryPoint is the last point a phased attempt committed.
 	RecoveryPoint string
-	// Response is the stored response of a Completed key.
+	// Generation counts the uses of the key: 1 for the first, one more
+	// each time it is claimed anew after its TTL. Derived keys differ
+	// from one generation to the next.
+	Generation int64
+	// Attempt counts the row's claims, takeovers included; a Claim names
+	// the one it read, so that it succeeds only on the row it decided on.
+	Attempt int64
+	// Response is the stored response of a completed row.
 	Response *Response
 }
 
-// Claim is what a new attempt records when it claims a key.
+// Claim is what a new attempt records when it claims a key. The engine
+// decides from a Record whether the key may be claimed, and the claim
+// succeeds only while the key is still as that Record says: otherwise the
+// store answers ErrContended and the engine reads the key again.
 type Claim struct {
 	Fingerprint []byte
 	// TTL is how long the key and its response are kept.
 	TTL time.Duration
 	// Lease is how long the attempt holds the key before others may take
-	// over, for stores where a claim outlives its transaction.
+	// over. Stores also bound how long a claim's transaction may sit idle
+	// by it, so that a vanished holder frees the key.
 	Lease time.Duration
+	// Attempt is the Record's Attempt: 0 when no row was found.
+	Attempt int64
+	// Takeover claims the in-flight row the Record read, whose lease has
+	// passed: it resumes at the row's recovery point, in the same
+	// generation. Otherwise the key must be free: no row, or the completed
+	// row read, past its TTL, which a new generation replaces.
+	Takeover bool
 }
 
 // ErrContended reports that a claim lost a race: another attempt holds the
-// key, or a record appeared since the lookup. The caller reads the key again.
+// key, or its row changed since the lookup. The caller reads the key again.
 var ErrContended = errors.New("idem: key contended")
 
 // ErrLeaseLost reports that a phased attempt no longer holds its key: its
@@ -74,20 +77,36 @@ var ErrContended = errors.New("idem: key contended")
 // it. The attempt must stop; what it committed stays.
 var ErrLeaseLost = errors.New("idem: lease lost")
 
+// Store errors are classified where they arise: a store wraps each error
+// it returns in one of these, and the engine answers by the class alone.
+var (
+	// ErrStoreUnavailable: the store could not be reached or went away (a
+	// refused or lost connection, a server shutting down, no free
+	// connection in time). The engine answers 503 with Retry-After.
+	ErrStoreUnavailable = errors.New("idem: key store unavailable")
+	// ErrCommitUnknown, beside ErrStoreUnavailable: the commit of an
+	// attempt was sent and its acknowledgement lost, so the attempt may
+	// have committed. A retry with the same key returns its result.
+	ErrCommitUnknown = errors.New("idem: commit outcome unknown")
+	// ErrStoreRejectedInput: the store refused a value the request
+	// supplied. The engine answers 400.
+	ErrStoreRejectedInput = errors.New("idem: key store rejected the request's values")
+)
+
 // Store is a key store. T is the transaction type an attempt hands to the
 // handler: pgx.Tx for the Postgres store.
 type Store[T any] interface {
 	// Lookup reads a key. It never writes, so replays, 409s and 422s cost
 	// no commit.
 	Lookup(ctx context.Context, id ID) (Record, error)
-	// Claim starts an attempt that owns the key, replacing a record whose
-	// TTL has passed or taking over an Abandoned one. It fails with
-	// ErrContended when the key is held or a live record exists.
+	// Claim starts an atomic attempt that holds the key until it ends; its
+	// claim is not visible to Lookup as a row, only as Held. It fails with
+	// ErrContended when the key is held or no longer as c expects.
 	Claim(ctx context.Context, id ID, c Claim) (Txn[T], error)
 	// Lease claims a key for a phased attempt and commits the claim at
-	// once: others see the key busy until the lease passes. Like Claim, it
-	// replaces a record whose TTL has passed, takes over an Abandoned one
-	// (keeping its recovery point) and fails with ErrContended otherwise.
+	// once, as an in-flight row that others see until the lease passes.
+	// A takeover keeps the row's recovery point. It fails with
+	// ErrContended like Claim.
 	Lease(ctx context.Context, id ID, c Claim) (Lease[T], error)
 	// Begin starts an attempt without a key, for an operation whose key is
 	// optional and a request that sent none.
@@ -130,16 +149,8 @@ type Txn[T any] interface {
 	// nothing and only commits; r may then be nil.
 	Complete(ctx context.Context, r *Response) error
 	// Abort ends the attempt without a response, undoing its claim so a
-	// retry runs again.
+	// retry runs again. It fails with ErrStoreUnavailable when the
+	// attempt's own connection was lost, which is how the engine tells a
+	// handler error caused by the store going away from any other.
 	Abort(ctx context.Context) error
-}
-
-// ErrorClassifier is implemented by stores that can tell when an error
-// means their database is unreachable: a lost or refused connection, a
-// server shutting down or restarting. The engine then answers a handler
-// error caused that way, such as a failed write through the attempt's
-// transaction, with 503 and Retry-After, as it does its own store
-// failures, instead of a 500.
-type ErrorClassifier interface {
-	Unavailable(err error) bool
 }

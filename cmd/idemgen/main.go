@@ -298,7 +298,7 @@ func runJanitor(cmd string, args []string, stderr io.Writer) int {
 		return 2
 	}
 	defer pool.Close()
-	store := pgstore.New(pool)
+	store := pgstore.New(pool, pgstore.Options{})
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 
 	start := time.Now()

@@ -108,7 +108,7 @@ func TestGenerateThenCheck(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("generate: exit %d\n%s", code, stderr)
 	}
-	summary := regexp.MustCompile(`^idemgen: openapi\.yaml: 4 operations, 2 idempotent; wrote 7 of 7 files ` + timing + "\n")
+	summary := regexp.MustCompile(`^idemgen: openapi\.yaml: 4 operations, 2 idempotent; wrote 9 of 9 files ` + timing + "\n")
 	if !summary.MatchString(stderr) {
 		t.Errorf("generate printed\n%s\nwant a summary matching %s", stderr, summary)
 	}
@@ -128,7 +128,7 @@ func TestGenerateThenCheck(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("check: exit %d\n%s", code, stderr)
 	}
-	summary = regexp.MustCompile(`^idemgen: openapi\.yaml: 4 operations, 2 idempotent; 7 files up to date ` + timing + "\n$")
+	summary = regexp.MustCompile(`^idemgen: openapi\.yaml: 4 operations, 2 idempotent; 9 files up to date ` + timing + "\n$")
 	if !summary.MatchString(stderr) {
 		t.Errorf("check printed\n%s\nwant a summary matching %s", stderr, summary)
 	}

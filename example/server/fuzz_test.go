@@ -439,8 +439,8 @@ func (s *fakeService) claimed(ctx context.Context, at *idem.Attempt[memstore.NoT
 	}
 	id := idem.ID{Scope: at.Scope(), Operation: op, Key: at.Key()}
 	rec, err := s.store.Lookup(ctx, id)
-	if err != nil || rec.State != idem.Busy {
-		s.violations = append(s.violations, fmt.Sprintf("%s ran while its key %+v was %v (%v), not claimed", op, id, rec.State, err))
+	if err != nil || !rec.Held {
+		s.violations = append(s.violations, fmt.Sprintf("%s ran while its key %+v was %+v (%v), not held", op, id, rec, err))
 	}
 	if at.Scope() == "" {
 		s.violations = append(s.violations, op+" ran without a scope")

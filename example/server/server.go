@@ -72,7 +72,7 @@ type Server struct {
 // Handler serves impl with the idempotency layer on the Postgres store.
 // The strict middlewares run around every operation, outside the protocol.
 func Handler(impl gen.IdempotentServer[pgx.Tx], pool *pgxpool.Pool, log *slog.Logger, middlewares ...gen.StrictMiddlewareFunc) http.Handler {
-	return gen.NewIdempotentHandler(impl, pgstore.New(pool), gen.IdempotentHandlerOptions{
+	return gen.NewIdempotentHandler(impl, pgstore.New(pool, pgstore.Options{}), gen.IdempotentHandlerOptions{
 		Options:           idem.Options{Scope: orders.Scope, Logger: log},
 		StrictMiddlewares: middlewares,
 	})
@@ -187,7 +187,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	s.stopJanitor, s.janitorDone = stop, make(chan struct{})
 	go func() {
 		defer close(s.janitorDone)
-		_ = pgstore.NewJanitor(pgstore.New(s.pool), pgstore.JanitorOptions{Logger: log}).Run(janitorCtx)
+		_ = pgstore.NewJanitor(pgstore.New(s.pool, pgstore.Options{}), pgstore.JanitorOptions{Logger: log}).Run(janitorCtx)
 	}()
 
 	log.Info("orders-api: listening", "url", s.URL, "psp_url", s.PSPURL, "work_delay", cfg.WorkDelay, "crash_at", cfg.CrashAt)

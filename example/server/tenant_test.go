@@ -36,7 +36,7 @@ func newEnvWith(t *testing.T, opts gen.IdempotentHandlerOptions) *env {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	srv := httptest.NewServer(gen.NewIdempotentHandler(e.svc, pgstore.New(pool), opts))
+	srv := httptest.NewServer(gen.NewIdempotentHandler(e.svc, pgstore.New(pool, pgstore.Options{}), opts))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return e
@@ -138,7 +138,7 @@ func TestInvalidScopeIs400(t *testing.T) {
 	if err := orders.Migrate(context.Background(), pool); err != nil {
 		t.Fatal(err)
 	}
-	store := &countingStore{Store: pgstore.New(pool)}
+	store := &countingStore{Store: pgstore.New(pool, pgstore.Options{})}
 	svc := &service{Service: &orders.Service{Pool: pool}}
 	srv := httptest.NewServer(gen.NewIdempotentHandler[pgx.Tx](svc, store, gen.IdempotentHandlerOptions{
 		Options: idem.Options{Scope: orders.Scope, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},

@@ -6,7 +6,6 @@
 package memstore
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"sync"
@@ -31,31 +30,37 @@ type Store struct {
 	now    func() time.Time
 	secret []byte
 	mu     sync.Mutex
-	keys   map[idem.ID]*entry
+	rows   map[idem.ID]*row
+	// claims are the atomic attempts in progress: like a database
+	// transaction's, an atomic claim is not a row until it completes.
+	claims map[idem.ID]*claim
 }
 
 var _ idem.Store[NoTx] = (*Store)(nil)
 
-type entry struct {
+// row is a key's record: a completed response, or a phased attempt in
+// flight with its lease, recovery point and fencing token.
+type row struct {
 	fingerprint []byte
-	inFlight    bool
+	completed   bool
 	response    *idem.Response
 	expires     time.Time
+	leaseUntil  time.Time
+	point       string
+	generation  int64
+	attempt     int64
+	// running is true while a phase runs: a live claimant holds the key.
+	running bool
+}
 
-	// A phased attempt's lease, recovery point and fencing token. An
-	// atomic attempt runs in this process and cannot die without it, so
-	// only a phased one is ever abandoned: by Release, after a handler
-	// error, or when its lease passes while no phase runs.
-	phased     bool
-	running    bool
-	leaseUntil time.Time
-	point      string
-	attempt    int
+// claim is an atomic attempt's hold on a key.
+type claim struct {
+	c idem.Claim
 }
 
 // New returns an empty store.
 func New(opts Options) *Store {
-	s := &Store{now: opts.Now, keys: make(map[idem.ID]*entry), secret: make([]byte, 32)}
+	s := &Store{now: opts.Now, rows: make(map[idem.ID]*row), claims: make(map[idem.ID]*claim), secret: make([]byte, 32)}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -63,83 +68,94 @@ func New(opts Options) *Store {
 	return s
 }
 
-// Lookup reads a key.
+// Lookup reports what the store holds for a key.
 func (s *Store) Lookup(_ context.Context, id idem.ID) (idem.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.live(id)
-	switch {
-	case e == nil:
-		return idem.Record{State: idem.Absent}, nil
-	case e.inFlight && s.abandoned(e):
-		return idem.Record{State: idem.Abandoned, Fingerprint: e.fingerprint, RecoveryPoint: e.point}, nil
-	case e.inFlight:
-		return idem.Record{State: idem.Busy, Fingerprint: e.fingerprint, RecoveryPoint: e.point}, nil
-	default:
-		return idem.Record{State: idem.Completed, Fingerprint: e.fingerprint, Response: e.response}, nil
-	}
-}
-
-// live returns the key's entry unless its TTL has passed. An attempt in
-// flight keeps its key however long it runs. Callers hold mu.
-func (s *Store) live(id idem.ID) *entry {
-	e := s.keys[id]
-	if e != nil && !e.inFlight && !s.now().Before(e.expires) {
-		delete(s.keys, id)
-		return nil
-	}
-	return e
-}
-
-// abandoned reports whether an in-flight entry may be taken over. Callers
-// hold mu.
-func (s *Store) abandoned(e *entry) bool {
-	return e.phased && !e.running && !s.now().Before(e.leaseUntil)
-}
-
-// claim records a new attempt on the key: a new entry, a replacement of an
-// abandoned one whose TTL has passed, or a takeover of an abandoned one
-// with the same fingerprint, which keeps its recovery point. Callers hold
-// mu.
-func (s *Store) claim(id idem.ID, c idem.Claim, phased bool) (*entry, error) {
 	now := s.now()
-	old := s.live(id)
-	e := &entry{fingerprint: c.Fingerprint, inFlight: true, expires: now.Add(c.TTL), phased: phased, leaseUntil: now.Add(c.Lease), attempt: 1}
-	switch {
-	case old == nil:
-	case !old.inFlight || !s.abandoned(old):
-		return nil, idem.ErrContended
-	case !now.Before(old.expires):
-		e.attempt = old.attempt + 1
-	case bytes.Equal(old.fingerprint, c.Fingerprint):
-		e.point, e.attempt, e.expires = old.point, old.attempt+1, old.expires
-	default:
-		return nil, idem.ErrContended
+	r := s.rows[id]
+	rec := idem.Record{Held: s.claims[id] != nil}
+	if r == nil {
+		return rec, nil
 	}
-	s.keys[id] = e
-	return e, nil
+	rec.Found = true
+	rec.Completed = r.completed
+	rec.Held = rec.Held || r.running
+	rec.Fingerprint = r.fingerprint
+	rec.Expired = !now.Before(r.expires)
+	rec.RecoveryPoint = r.point
+	rec.Generation = r.generation
+	rec.Attempt = r.attempt
+	rec.Response = r.response
+	if !r.completed {
+		rec.LeaseLeft = r.leaseUntil.Sub(now)
+	}
+	return rec, nil
 }
 
-// Claim marks the key in flight.
+// check reports whether the key is still as c expects: the claim the
+// engine decided on after its lookup. Callers hold mu.
+func (s *Store) check(id idem.ID, c idem.Claim) bool {
+	if s.claims[id] != nil {
+		return false
+	}
+	r := s.rows[id]
+	now := s.now()
+	switch {
+	case r == nil:
+		return c.Attempt == 0 && !c.Takeover
+	case r.attempt != c.Attempt || r.running:
+		return false
+	case c.Takeover:
+		return !r.completed && !now.Before(r.leaseUntil)
+	default:
+		return r.completed && !now.Before(r.expires)
+	}
+}
+
+// next is the row a claim that passed check leaves: a takeover keeps the
+// generation and recovery point; a new claim starts a generation. Callers
+// hold mu.
+func (s *Store) next(id idem.ID, c idem.Claim) *row {
+	now := s.now()
+	old := s.rows[id]
+	r := &row{fingerprint: c.Fingerprint, expires: now.Add(c.TTL), leaseUntil: now.Add(c.Lease), generation: 1, attempt: 1}
+	if old == nil {
+		return r
+	}
+	r.attempt = old.attempt + 1
+	r.generation = old.generation + 1
+	if c.Takeover {
+		r.generation, r.point = old.generation, old.point
+		if now.Before(old.expires) {
+			r.expires = old.expires
+		}
+	}
+	return r
+}
+
+// Claim holds the key for an atomic attempt.
 func (s *Store) Claim(_ context.Context, id idem.ID, c idem.Claim) (idem.Txn[NoTx], error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, err := s.claim(id, c, false)
-	if err != nil {
-		return nil, err
+	if !s.check(id, c) {
+		return nil, idem.ErrContended
 	}
-	return &txn{s: s, id: id, e: e}, nil
+	cl := &claim{c: c}
+	s.claims[id] = cl
+	return &txn{s: s, id: id, claim: cl}, nil
 }
 
-// Lease marks the key in flight for a phased attempt.
+// Lease records a phased attempt in flight.
 func (s *Store) Lease(_ context.Context, id idem.ID, c idem.Claim) (idem.Lease[NoTx], error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, err := s.claim(id, c, true)
-	if err != nil {
-		return nil, err
+	if !s.check(id, c) {
+		return nil, idem.ErrContended
 	}
-	return &lease{s: s, id: id, e: e, attempt: e.attempt, point: e.point, lease: c.Lease}, nil
+	r := s.next(id, c)
+	s.rows[id] = r
+	return &lease{s: s, id: id, r: r, attempt: r.attempt, point: r.point, lease: c.Lease}, nil
 }
 
 // Begin starts an attempt without a key.
@@ -151,51 +167,56 @@ func (s *Store) Begin(context.Context) (idem.Txn[NoTx], error) {
 // it, since its keys do not.
 func (s *Store) Secret(context.Context) ([]byte, error) { return s.secret, nil }
 
-// Len reports how many keys the store holds, expired ones included until
-// they are next read.
+// Len reports how many keys the store holds, expired ones included.
 func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.keys)
+	return len(s.rows)
 }
 
+// txn is an atomic attempt, or one without a key (claim nil).
 type txn struct {
-	s  *Store
-	id idem.ID
-	e  *entry // nil for a keyless attempt
+	s     *Store
+	id    idem.ID
+	claim *claim
 }
 
 func (t *txn) Tx() NoTx { return NoTx{} }
 
-func (t *txn) Complete(_ context.Context, r *idem.Response) error {
-	if t.e == nil {
+func (t *txn) Complete(_ context.Context, resp *idem.Response) error {
+	if t.claim == nil {
 		return nil
 	}
 	t.s.mu.Lock()
 	defer t.s.mu.Unlock()
-	t.e.inFlight = false
-	t.e.response = r
+	if t.s.claims[t.id] != t.claim {
+		return idem.ErrLeaseLost
+	}
+	delete(t.s.claims, t.id)
+	r := t.s.next(t.id, t.claim.c)
+	r.completed, r.response = true, resp
+	t.s.rows[t.id] = r
 	return nil
 }
 
 func (t *txn) Abort(context.Context) error {
-	if t.e == nil {
+	if t.claim == nil {
 		return nil
 	}
 	t.s.mu.Lock()
 	defer t.s.mu.Unlock()
-	if t.s.keys[t.id] == t.e {
-		delete(t.s.keys, t.id)
+	if t.s.claims[t.id] == t.claim {
+		delete(t.s.claims, t.id)
 	}
 	return nil
 }
 
-// lease is a phased attempt's hold on an entry.
+// lease is a phased attempt's hold on a row.
 type lease struct {
 	s       *Store
 	id      idem.ID
-	e       *entry
-	attempt int
+	r       *row
+	attempt int64
 	point   string
 	lease   time.Duration
 }
@@ -203,9 +224,9 @@ type lease struct {
 func (l *lease) RecoveryPoint() string { return l.point }
 
 // owned reports whether the key is still this attempt's: a takeover or a
-// new claim after the TTL puts a new entry in its place. Callers hold mu.
+// new claim after the TTL puts a new row in its place. Callers hold mu.
 func (l *lease) owned() bool {
-	return l.s.keys[l.id] == l.e && l.e.inFlight && l.e.attempt == l.attempt
+	return l.s.rows[l.id] == l.r && !l.r.completed && l.r.attempt == l.attempt
 }
 
 func (l *lease) Phase(context.Context) (idem.Phase[NoTx], error) {
@@ -214,8 +235,8 @@ func (l *lease) Phase(context.Context) (idem.Phase[NoTx], error) {
 	if !l.owned() {
 		return nil, idem.ErrLeaseLost
 	}
-	l.e.running = true
-	l.e.leaseUntil = l.s.now().Add(l.lease)
+	l.r.running = true
+	l.r.leaseUntil = l.s.now().Add(l.lease)
 	return &phase{l: l}, nil
 }
 
@@ -223,8 +244,8 @@ func (l *lease) Release(context.Context) error {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
 	if l.owned() {
-		l.e.running = false
-		l.e.leaseUntil = l.s.now()
+		l.r.running = false
+		l.r.leaseUntil = l.s.now()
 	}
 	return nil
 }
@@ -241,18 +262,18 @@ func (p *phase) Advance(_ context.Context, point string) error {
 	if !p.l.owned() {
 		return idem.ErrLeaseLost
 	}
-	p.l.e.point = point
-	p.l.e.running = false
+	p.l.r.point = point
+	p.l.r.running = false
 	return nil
 }
 
-func (p *phase) Complete(_ context.Context, r *idem.Response) error {
+func (p *phase) Complete(_ context.Context, resp *idem.Response) error {
 	p.l.s.mu.Lock()
 	defer p.l.s.mu.Unlock()
 	if !p.l.owned() {
 		return idem.ErrLeaseLost
 	}
-	p.l.e.inFlight, p.l.e.running, p.l.e.response = false, false, r
+	p.l.r.completed, p.l.r.running, p.l.r.response = true, false, resp
 	return nil
 }
 
@@ -260,7 +281,7 @@ func (p *phase) Abort(context.Context) error {
 	p.l.s.mu.Lock()
 	defer p.l.s.mu.Unlock()
 	if p.l.owned() {
-		p.l.e.running = false
+		p.l.r.running = false
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ func TestRoundTripBudget(t *testing.T) {
 	if _, err := pool.Exec(ctx, `CREATE TABLE orders (id serial PRIMARY KEY, key text)`); err != nil {
 		t.Fatal(err)
 	}
-	engine := idem.NewEngine(pgstore.New(pool), idem.Options{})
+	engine := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{})
 	op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Minute}
 	handler := func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
 		if _, err := at.Tx().Exec(ctx, `INSERT INTO orders (key) VALUES ($1)`, at.Key()); err != nil {
@@ -90,7 +90,7 @@ func TestRoundTripBudget(t *testing.T) {
 		t.Errorf("replay and 422 touched the row: xmin/xmax %s/%s -> %s/%s", xmin1, xmax1, xmin2, xmax2)
 	}
 
-	held, err := pgstore.New(pool).Claim(ctx, idem.ID{Operation: "createOrder", Key: "k2"}, idem.Claim{Fingerprint: []byte("fp"), TTL: time.Hour, Lease: time.Minute})
+	held, err := pgstore.New(pool, pgstore.Options{}).Claim(ctx, idem.ID{Operation: "createOrder", Key: "k2"}, idem.Claim{Fingerprint: []byte("fp"), TTL: time.Hour, Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestRoundTripBudgetPhased(t *testing.T) {
 	if _, err := pool.Exec(ctx, `CREATE TABLE payments (key text PRIMARY KEY, charge text)`); err != nil {
 		t.Fatal(err)
 	}
-	engine := idem.NewEngine(pgstore.New(pool), idem.Options{})
+	engine := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{})
 	op := &idem.Operation{Name: "createPayment", TTL: time.Hour, Lease: time.Minute, RecoveryPoints: []string{"payment_created", "charge_created"}}
 	run := func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (string, idem.Writer, error) {
 		switch at.RecoveryPoint() {

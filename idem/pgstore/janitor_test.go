@@ -164,7 +164,7 @@ func (l *logs) with(msg string) []logged {
 // problem, decoded as a client would.
 func checkAbandonedRecord(t *testing.T, rec idem.Record) {
 	t.Helper()
-	if rec.State != idem.Completed || rec.Response == nil {
+	if !rec.Completed || rec.Response == nil {
 		t.Fatalf("record %+v, want completed with a response", rec)
 	}
 	if rec.Response.Status != 500 {
@@ -231,7 +231,7 @@ func bounded(t *testing.T) context.Context {
 func TestSweepFailsAbandonedAttempts(t *testing.T) {
 	ctx := bounded(t)
 	pool := newPool(t, nil)
-	store := pgstore.New(pool)
+	store := pgstore.New(pool, pgstore.Options{})
 	seed(t, pool)
 
 	// A phase running long past its lease: the committed lease looks over,
@@ -290,8 +290,8 @@ func TestSweepFailsAbandonedAttempts(t *testing.T) {
 	checkAbandonedRecord(t, rec)
 	// One whose lease ended recently is still there to be taken over.
 	rec, err = store.Lookup(ctx, idem.ID{Scope: "tenant-1", Operation: "createPayment", Key: "recent/1"})
-	if err != nil || rec.State != idem.Abandoned || rec.RecoveryPoint != "charge_created" {
-		t.Errorf("Lookup(recent/1) = %+v, %v; want abandoned at charge_created", rec, err)
+	if err != nil || !rec.Found || rec.Completed || rec.LeaseLeft > 0 || rec.RecoveryPoint != "charge_created" {
+		t.Errorf("Lookup(recent/1) = %+v, %v; want in flight at charge_created, lease passed", rec, err)
 	}
 
 	// Each failed attempt is logged with what finds it, then one summary.
@@ -321,11 +321,11 @@ func TestSweepFailsAbandonedAttempts(t *testing.T) {
 	if err := phase.Complete(ctx, &idem.Response{Status: 201, Header: http.Header{}, Body: []byte(`{"id":"p"}`)}); err != nil {
 		t.Fatalf("completing the running phase after a sweep: %v", err)
 	}
-	if rec, err := store.Lookup(ctx, phaseID); err != nil || rec.State != idem.Completed || rec.Response.Status != 201 {
+	if rec, err := store.Lookup(ctx, phaseID); err != nil || !rec.Completed || rec.Response.Status != 201 {
 		t.Errorf("Lookup(live-phase) = %+v, %v; want its own 201", rec, err)
 	}
-	if rec, err := store.Lookup(ctx, leasedID); err != nil || rec.State != idem.Busy {
-		t.Errorf("Lookup(live-lease) = %+v, %v; want busy", rec, err)
+	if rec, err := store.Lookup(ctx, leasedID); err != nil || rec.Completed || rec.LeaseLeft <= 0 {
+		t.Errorf("Lookup(live-lease) = %+v, %v; want in flight with its lease", rec, err)
 	}
 
 	// Once let go, the held attempt is failed by the next sweep, and the
@@ -358,7 +358,7 @@ func TestSweepFailsAbandonedAttempts(t *testing.T) {
 func TestSweepAndReapReportOnly(t *testing.T) {
 	ctx := bounded(t)
 	pool := newPool(t, nil)
-	store := pgstore.New(pool)
+	store := pgstore.New(pool, pgstore.Options{})
 	seed(t, pool)
 	want := seeded()
 
@@ -423,13 +423,19 @@ func TestSweepAndReapReportOnly(t *testing.T) {
 func TestReapDeletesExpiredKeys(t *testing.T) {
 	ctx := bounded(t)
 	pool := newPool(t, nil)
-	store := pgstore.New(pool)
+	store := pgstore.New(pool, pgstore.Options{})
 	seed(t, pool)
 
 	// A request reusing an expired key: its claim replaces the row in a
 	// transaction that is still open.
 	claimID := idem.ID{Scope: "tenant-1", Operation: "createPayment", Key: "expired/1"}
-	txn, err := store.Claim(ctx, claimID, liveClaim)
+	expired, err := store.Lookup(ctx, claimID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := liveClaim
+	c.Attempt = expired.Attempt
+	txn, err := store.Claim(ctx, claimID, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +462,7 @@ func TestReapDeletesExpiredKeys(t *testing.T) {
 	if err := txn.Complete(ctx, &idem.Response{Status: 201, Header: http.Header{}, Body: []byte(`{"id":"new"}`)}); err != nil {
 		t.Fatalf("completing the claim after a reap: %v", err)
 	}
-	if rec, err := store.Lookup(ctx, claimID); err != nil || rec.State != idem.Completed || string(rec.Response.Body) != `{"id":"new"}` {
+	if rec, err := store.Lookup(ctx, claimID); err != nil || !rec.Completed || string(rec.Response.Body) != `{"id":"new"}` {
 		t.Errorf("Lookup(expired/1) = %+v, %v; want the new response", rec, err)
 	}
 
@@ -481,7 +487,7 @@ func TestReapDeletesExpiredKeys(t *testing.T) {
 func TestConcurrentJanitorsShareTheWork(t *testing.T) {
 	ctx := bounded(t)
 	pool := newPool(t, nil)
-	store := pgstore.New(pool)
+	store := pgstore.New(pool, pgstore.Options{})
 	seed(t, pool)
 	const runners = 4
 	log := &logs{}
@@ -614,7 +620,7 @@ func TestSweepAndReapStopBetweenBatches(t *testing.T) {
 			ctx, cancel := context.WithCancel(bounded(t))
 			defer cancel()
 			tracer.cancel = cancel
-			done, n, err := tt.run(ctx, pgstore.New(pool))
+			done, n, err := tt.run(ctx, pgstore.New(pool, pgstore.Options{}))
 			if !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "pgstore: ") {
 				t.Errorf("err = %v, want a wrapped context.Canceled", err)
 			}
@@ -630,7 +636,7 @@ func TestSweepAndReapStopBetweenBatches(t *testing.T) {
 
 func TestInvalidOptions(t *testing.T) {
 	ctx := bounded(t)
-	store := pgstore.New(newPool(t, nil))
+	store := pgstore.New(newPool(t, nil), pgstore.Options{})
 	quiet := slog.New(slog.DiscardHandler)
 	for name, err := range map[string]error{
 		"negative sweep batch": func() error {
@@ -708,7 +714,7 @@ func TestJanitorRun(t *testing.T) {
 	pool := newPool(t, nil)
 	seed(t, pool)
 	log := &logs{}
-	stop := runJanitor(t, pgstore.NewJanitor(pgstore.New(pool), pgstore.JanitorOptions{
+	stop := runJanitor(t, pgstore.NewJanitor(pgstore.New(pool, pgstore.Options{}), pgstore.JanitorOptions{
 		Interval: 10 * time.Millisecond,
 		Sweep:    pgstore.SweepOptions{Fail: true},
 		Logger:   log.logger(),
@@ -737,7 +743,7 @@ func TestJanitorRun(t *testing.T) {
 func TestJanitorSurvivesFailingRuns(t *testing.T) {
 	pool := pgtest.NewPool(t) // no migrations yet
 	log := &logs{}
-	stop := runJanitor(t, pgstore.NewJanitor(pgstore.New(pool), pgstore.JanitorOptions{
+	stop := runJanitor(t, pgstore.NewJanitor(pgstore.New(pool, pgstore.Options{}), pgstore.JanitorOptions{
 		Interval: 10 * time.Millisecond,
 		Logger:   log.logger(),
 	}))

@@ -26,6 +26,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
@@ -33,6 +34,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // DB is what the store needs of a connection pool; *pgxpool.Pool and
@@ -42,18 +44,48 @@ type DB interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
+// Options configure a Store. The zero value works.
+type Options struct {
+	// AttemptConns bounds how many connections attempts (atomic attempts
+	// and phases, each holding one for its handler) may hold at once, so
+	// that the protocol's own reads (replays, 409s, 422s) never queue
+	// behind running attempts. Zero: with a *pgxpool.Pool, its MaxConns
+	// less a quarter, at least one kept for reads; otherwise no bound.
+	AttemptConns int
+	// AcquireTimeout bounds how long a request waits for a connection, or
+	// for a turn within AttemptConns, before it is answered 503 with
+	// Retry-After instead of queueing on. Zero means 3s.
+	AcquireTimeout time.Duration
+}
+
 // Store is the PostgreSQL key store. Its attempts hand handlers a pgx.Tx.
 type Store struct {
-	db DB
-	q  *dbsqlc.Queries
+	db             DB
+	pool           *pgxpool.Pool // db, when it is a pool: reads acquire from it with a bound
+	q              *dbsqlc.Queries
+	slots          chan struct{} // AttemptConns; nil for no bound
+	acquireTimeout time.Duration
 }
 
 var _ idem.Store[pgx.Tx] = (*Store)(nil)
 var _ idem.Phase[pgx.Tx] = (*txn)(nil)
 
-// New returns a store on db. The table must exist: see Migrate.
-func New(db DB) *Store {
-	return &Store{db: db, q: dbsqlc.New(db)}
+// New returns a store on db. The table must exist: see Migrate and Check.
+func New(db DB, opts Options) *Store {
+	s := &Store{db: db, q: dbsqlc.New(db), acquireTimeout: opts.AcquireTimeout}
+	if s.acquireTimeout <= 0 {
+		s.acquireTimeout = 3 * time.Second
+	}
+	s.pool, _ = db.(*pgxpool.Pool)
+	n := opts.AttemptConns
+	if n <= 0 && s.pool != nil {
+		maxConns := int(s.pool.Config().MaxConns)
+		n = max(1, maxConns-max(1, maxConns/4))
+	}
+	if n > 0 {
+		s.slots = make(chan struct{}, n)
+	}
+	return s
 }
 
 // lockID maps a key to the advisory lock that guards its claim. Two keys
@@ -67,56 +99,122 @@ func lockID(id idem.ID) int64 {
 	return int64(binary.BigEndian.Uint64(h.Sum(nil)))
 }
 
-// Lookup reads a key with one read-only statement.
+// ErrNoConnection reports that no connection came free within the
+// store's AcquireTimeout; it matches idem.ErrStoreUnavailable.
+var ErrNoConnection = errors.New("pgstore: no database connection came free in time")
+
+// read runs f on a connection acquired within the AcquireTimeout, so
+// that a full pool answers 503 quickly instead of queueing the request.
+func (s *Store) read(ctx context.Context, f func(q *dbsqlc.Queries) error) error {
+	if s.pool == nil {
+		return f(s.q)
+	}
+	actx, cancel := context.WithTimeout(ctx, s.acquireTimeout)
+	conn, err := s.pool.Acquire(actx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = ErrNoConnection
+		}
+		return err
+	}
+	defer conn.Release()
+	return f(dbsqlc.New(conn))
+}
+
+// begin starts a transaction for an attempt or phase within the
+// AttemptConns budget; release gives the turn back once it ends.
+func (s *Store) begin(ctx context.Context) (tx pgx.Tx, release func(), err error) {
+	release = func() {}
+	if s.slots != nil {
+		t := time.NewTimer(s.acquireTimeout)
+		defer t.Stop()
+		select {
+		case s.slots <- struct{}{}:
+		case <-t.C:
+			return nil, nil, ErrNoConnection
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		var once sync.Once
+		release = func() { once.Do(func() { <-s.slots }) }
+	}
+	bctx, cancel := context.WithTimeout(ctx, s.acquireTimeout)
+	defer cancel()
+	tx, err = s.db.Begin(bctx)
+	if err != nil {
+		release()
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = ErrNoConnection
+		}
+		return nil, nil, err
+	}
+	return tx, release, nil
+}
+
+// Lookup reads a key with one read-only statement and reports what the
+// row holds.
 func (s *Store) Lookup(ctx context.Context, id idem.ID) (idem.Record, error) {
-	row, err := s.q.LookupKey(ctx, dbsqlc.LookupKeyParams{
-		LockID: lockID(id), Scope: id.Scope, Operation: id.Operation, Key: id.Key,
+	var row dbsqlc.LookupKeyRow
+	err := s.read(ctx, func(q *dbsqlc.Queries) (err error) {
+		row, err = q.LookupKey(ctx, dbsqlc.LookupKeyParams{
+			LockID: lockID(id), Scope: id.Scope, Operation: id.Operation, Key: id.Key,
+		})
+		return err
 	})
 	if err != nil {
-		return idem.Record{}, fmt.Errorf("pgstore: lookup key: %w", err)
+		return idem.Record{}, classify("lookup key", err)
 	}
-	live := row.Status.Valid && !row.Expired
-	switch {
-	case !live && row.Idle:
-		return idem.Record{State: idem.Absent}, nil
-	case !live:
-		return idem.Record{State: idem.Busy}, nil
-	case row.Status.String == "completed":
-		var h http.Header
-		if err := json.Unmarshal(row.ResponseHeaders, &h); err != nil {
-			return idem.Record{}, fmt.Errorf("pgstore: stored response headers: %w", err)
-		}
-		return idem.Record{
-			State:       idem.Completed,
-			Fingerprint: row.Fingerprint,
-			Response:    &idem.Response{Status: int(row.ResponseStatus.Int32), Header: h, Body: row.ResponseBody},
-		}, nil
-	case row.LeaseExpired && row.Idle:
-		return idem.Record{State: idem.Abandoned, Fingerprint: row.Fingerprint, RecoveryPoint: row.RecoveryPoint.String}, nil
-	default:
-		return idem.Record{State: idem.Busy, Fingerprint: row.Fingerprint, RecoveryPoint: row.RecoveryPoint.String}, nil
+	rec := idem.Record{Held: row.Held.Bool, Found: row.Found}
+	if !row.Found {
+		return rec, nil
 	}
+	rec.Completed = row.Status.String == "completed"
+	rec.Fingerprint = row.Fingerprint
+	rec.Expired = row.Expired
+	rec.RecoveryPoint = row.RecoveryPoint.String
+	rec.Generation = row.Generation.Int64
+	rec.Attempt = int64(row.Attempt.Int32)
+	if !rec.Completed {
+		rec.LeaseLeft = time.Duration(row.LeaseLeftMs) * time.Millisecond
+		return rec, nil
+	}
+	var h http.Header
+	if err := json.Unmarshal(row.ResponseHeaders, &h); err != nil {
+		return idem.Record{}, fmt.Errorf("pgstore: stored response headers: %w", err)
+	}
+	rec.Response = &idem.Response{Status: int(row.ResponseStatus.Int32), Header: h, Body: row.ResponseBody}
+	return rec, nil
 }
 
 // Claim begins the attempt's transaction and claims the key in it.
 func (s *Store) Claim(ctx context.Context, id idem.ID, c idem.Claim) (idem.Txn[pgx.Tx], error) {
-	tx, err := s.db.Begin(ctx)
+	tx, release, err := s.begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: begin: %w", err)
+		return nil, classify("begin", err)
 	}
 	q := s.q.WithTx(tx)
 	attempt, _, err := claim(ctx, q, id, c)
 	if err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
+		release()
 		return nil, err
 	}
-	return &txn{tx: tx, q: q, id: id, attempt: attempt}, nil
+	return &txn{tx: tx, q: q, id: id, attempt: attempt, release: release}, nil
 }
 
 // Lease claims the key in a statement of its own, which commits at once.
 func (s *Store) Lease(ctx context.Context, id idem.ID, c idem.Claim) (idem.Lease[pgx.Tx], error) {
-	attempt, point, err := claim(ctx, s.q, id, c)
+	var attempt int32
+	var point string
+	err := s.read(ctx, func(q *dbsqlc.Queries) (err error) {
+		attempt, point, err = claim(ctx, q, id, c)
+		return err
+	})
 	if err != nil {
+		if !errors.Is(err, idem.ErrContended) {
+			err = classify("claim key", err)
+		}
 		return nil, err
 	}
 	return &lease{s: s, id: id, attempt: attempt, point: point, lease: c.Lease}, nil
@@ -126,16 +224,19 @@ func (s *Store) Lease(ctx context.Context, id idem.ID, c idem.Claim) (idem.Lease
 // own for Lease.
 func claim(ctx context.Context, q *dbsqlc.Queries, id idem.ID, c idem.Claim) (attempt int32, point string, err error) {
 	row, err := q.ClaimKey(ctx, dbsqlc.ClaimKeyParams{
-		LockID:      lockID(id),
-		Scope:       id.Scope,
-		Operation:   id.Operation,
-		Key:         id.Key,
-		Fingerprint: c.Fingerprint,
-		LeaseMs:     c.Lease.Milliseconds(),
-		TtlMs:       c.TTL.Milliseconds(),
+		LockID:        lockID(id),
+		IdleTimeoutMs: idleTimeout(c.Lease).Milliseconds(),
+		Scope:         id.Scope,
+		Operation:     id.Operation,
+		Key:           id.Key,
+		Fingerprint:   c.Fingerprint,
+		LeaseMs:       c.Lease.Milliseconds(),
+		TtlMs:         c.TTL.Milliseconds(),
+		Takeover:      c.Takeover,
+		ExpectAttempt: int32(c.Attempt),
 	})
 	if err != nil {
-		return 0, "", fmt.Errorf("pgstore: claim key: %w", err)
+		return 0, "", classify("claim key", err)
 	}
 	if !row.Got || !row.RecoveryPoint.Valid {
 		return 0, "", idem.ErrContended
@@ -143,22 +244,33 @@ func claim(ctx context.Context, q *dbsqlc.Queries, id idem.ID, c idem.Claim) (at
 	return row.Attempt.Int32, row.RecoveryPoint.String, nil
 }
 
+// idleTimeout is how long an attempt's transaction may sit idle before
+// PostgreSQL ends it, freeing the key of a holder that vanished: the
+// lease, within which an attempt must finish anyway.
+func idleTimeout(lease time.Duration) time.Duration {
+	return max(lease, time.Second)
+}
+
 // Secret reads the key of derived keys that the migrations created.
 func (s *Store) Secret(ctx context.Context) ([]byte, error) {
-	secret, err := s.q.GetSecret(ctx)
+	var secret []byte
+	err := s.read(ctx, func(q *dbsqlc.Queries) (err error) {
+		secret, err = q.GetSecret(ctx)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: read the derived-key secret (are the migrations applied?): %w", err)
+		return nil, classify("read the derived-key secret", err)
 	}
 	return secret, nil
 }
 
 // Begin starts a transaction for an attempt without a key.
 func (s *Store) Begin(ctx context.Context) (idem.Txn[pgx.Tx], error) {
-	tx, err := s.db.Begin(ctx)
+	tx, release, err := s.begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: begin: %w", err)
+		return nil, classify("begin", err)
 	}
-	return &txn{tx: tx, q: s.q.WithTx(tx)}, nil
+	return &txn{tx: tx, q: s.q.WithTx(tx), release: release}, nil
 }
 
 // txn is an attempt's transaction: an atomic attempt's, with its claim,
@@ -168,12 +280,14 @@ type txn struct {
 	q       *dbsqlc.Queries
 	id      idem.ID
 	attempt int32
+	release func() // gives the AttemptConns turn back
 }
 
 func (t *txn) Tx() pgx.Tx { return ownedTx{t.tx} }
 
 // Complete stores the response and commits it with the handler's writes.
 func (t *txn) Complete(ctx context.Context, r *idem.Response) error {
+	defer t.release()
 	if t.attempt != 0 {
 		headers, err := json.Marshal(r.Header)
 		if err != nil {
@@ -190,24 +304,45 @@ func (t *txn) Complete(ctx context.Context, r *idem.Response) error {
 			Attempt:         t.attempt,
 		})
 		if err == nil && n != 1 {
-			err = idem.ErrLeaseLost
+			_ = t.tx.Rollback(ctx)
+			return fmt.Errorf("pgstore: store response: %w", idem.ErrLeaseLost)
 		}
 		if err != nil {
 			_ = t.tx.Rollback(ctx)
-			return fmt.Errorf("pgstore: store response: %w", err)
+			return classify("store response", err)
 		}
 	}
-	if err := t.tx.Commit(ctx); err != nil {
-		return fmt.Errorf("pgstore: commit attempt: %w", err)
-	}
-	return nil
+	return commit(ctx, t.tx, "commit attempt")
 }
 
-// Abort rolls the attempt back, claim and writes together.
+// commit commits tx. A commit whose acknowledgement was lost after it was
+// sent may have committed: the error then also matches
+// idem.ErrCommitUnknown.
+func commit(ctx context.Context, tx pgx.Tx, what string) error {
+	err := tx.Commit(ctx)
+	if err == nil {
+		return nil
+	}
+	err = classify(what, err)
+	if errors.Is(err, idem.ErrStoreUnavailable) && !pgconn.SafeToRetry(err) {
+		return fmt.Errorf("%w: %w", idem.ErrCommitUnknown, err)
+	}
+	return err
+}
+
+// Abort rolls the attempt back, claim and writes together. When the
+// attempt's connection was lost, PostgreSQL has rolled it back already,
+// and the error says so by matching idem.ErrStoreUnavailable.
 func (t *txn) Abort(ctx context.Context) error {
-	// On a closed connection the server has rolled the transaction back.
-	if err := t.tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) && !errors.Is(err, pgconn.ErrConnClosed) {
-		return fmt.Errorf("pgstore: roll back attempt: %w", err)
+	defer t.release()
+	// Read before the rollback, which hands a pool's connection back.
+	lost := t.tx.Conn().IsClosed()
+	err := t.tx.Rollback(ctx)
+	if lost || (err != nil && unavailable(err)) {
+		return fmt.Errorf("pgstore: the attempt's connection was lost, so PostgreSQL rolled its transaction back: %w", idem.ErrStoreUnavailable)
+	}
+	if err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		return classify("roll back attempt", err)
 	}
 	return nil
 }
@@ -215,6 +350,7 @@ func (t *txn) Abort(ctx context.Context) error {
 // Advance records the recovery point a phase reached and commits it with
 // the phase's writes.
 func (t *txn) Advance(ctx context.Context, point string) error {
+	defer t.release()
 	n, err := t.q.SetRecoveryPoint(ctx, dbsqlc.SetRecoveryPointParams{
 		RecoveryPoint: point,
 		Scope:         t.id.Scope,
@@ -223,16 +359,14 @@ func (t *txn) Advance(ctx context.Context, point string) error {
 		Attempt:       t.attempt,
 	})
 	if err == nil && n != 1 {
-		err = idem.ErrLeaseLost
+		_ = t.tx.Rollback(ctx)
+		return fmt.Errorf("pgstore: record recovery point %q: %w", point, idem.ErrLeaseLost)
 	}
 	if err != nil {
 		_ = t.tx.Rollback(ctx)
-		return fmt.Errorf("pgstore: record recovery point %q: %w", point, err)
+		return classify(fmt.Sprintf("record recovery point %q", point), err)
 	}
-	if err := t.tx.Commit(ctx); err != nil {
-		return fmt.Errorf("pgstore: commit phase: %w", err)
-	}
-	return nil
+	return commit(ctx, t.tx, "commit phase")
 }
 
 // lease is a phased attempt's committed claim.
@@ -249,39 +383,44 @@ func (l *lease) RecoveryPoint() string { return l.point }
 // Phase begins a phase's transaction and starts the phase in it: the
 // key's advisory lock, the fencing check and a fresh lease.
 func (l *lease) Phase(ctx context.Context) (idem.Phase[pgx.Tx], error) {
-	tx, err := l.s.db.Begin(ctx)
+	tx, release, err := l.s.begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: begin phase: %w", err)
+		return nil, classify("begin phase", err)
 	}
 	q := l.s.q.WithTx(tx)
 	_, err = q.StartPhase(ctx, dbsqlc.StartPhaseParams{
-		LockID:    lockID(l.id),
-		Scope:     l.id.Scope,
-		Operation: l.id.Operation,
-		Key:       l.id.Key,
-		Attempt:   l.attempt,
-		LeaseMs:   l.lease.Milliseconds(),
+		LockID:        lockID(l.id),
+		IdleTimeoutMs: idleTimeout(l.lease).Milliseconds(),
+		Scope:         l.id.Scope,
+		Operation:     l.id.Operation,
+		Key:           l.id.Key,
+		Attempt:       l.attempt,
+		LeaseMs:       l.lease.Milliseconds(),
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = idem.ErrLeaseLost
-	}
 	if err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("pgstore: start phase: %w", err)
+		release()
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("pgstore: start phase: %w", idem.ErrLeaseLost)
+		}
+		return nil, classify("start phase", err)
 	}
-	return &txn{tx: tx, q: q, id: l.id, attempt: l.attempt}, nil
+	return &txn{tx: tx, q: q, id: l.id, attempt: l.attempt, release: release}, nil
 }
 
 // Release ends the lease now; the recovery point stays for a retry.
 func (l *lease) Release(ctx context.Context) error {
-	_, err := l.s.q.ReleaseKey(ctx, dbsqlc.ReleaseKeyParams{
-		Scope:     l.id.Scope,
-		Operation: l.id.Operation,
-		Key:       l.id.Key,
-		Attempt:   l.attempt,
+	err := l.s.read(ctx, func(q *dbsqlc.Queries) error {
+		_, err := q.ReleaseKey(ctx, dbsqlc.ReleaseKeyParams{
+			Scope:     l.id.Scope,
+			Operation: l.id.Operation,
+			Key:       l.id.Key,
+			Attempt:   l.attempt,
+		})
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("pgstore: release lease: %w", err)
+		return classify("release lease", err)
 	}
 	return nil
 }
@@ -297,18 +436,24 @@ type ownedTx struct{ pgx.Tx }
 func (ownedTx) Commit(context.Context) error   { return ErrOwnedTx }
 func (ownedTx) Rollback(context.Context) error { return ErrOwnedTx }
 
-var _ idem.ErrorClassifier = (*Store)(nil)
-
-// Unavailable reports whether err means the database could not be reached
-// or went away: a refused or lost connection, or a server shutting down,
-// restarting or out of connections. The engine answers handler errors of
-// that kind with 503, so clients retry instead of giving up on a 500.
-func (s *Store) Unavailable(err error) bool {
-	if err == nil {
-		return false
+// classify wraps an error of the store's own database calls in its class
+// (see idem.ErrStoreUnavailable): the engine answers by the class alone,
+// so it is decided here, where the error arises.
+func classify(what string, err error) error {
+	switch {
+	case unavailable(err):
+		return fmt.Errorf("pgstore: %s: %w: %w", what, idem.ErrStoreUnavailable, err)
+	case rejectedInput(err):
+		return fmt.Errorf("pgstore: %s: %w: %w", what, idem.ErrStoreRejectedInput, err)
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
+	return fmt.Errorf("pgstore: %s: %w", what, err)
+}
+
+// unavailable reports whether err means the database could not be reached
+// or went away: a refused or lost connection, a server shutting down,
+// restarting or out of connections, or no free connection in time.
+func unavailable(err error) bool {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
 		switch pgErr.Code {
 		case "57P01", "57P02", "57P03", // admin_shutdown, crash_shutdown, cannot_connect_now
 			"53300": // too_many_connections
@@ -316,9 +461,19 @@ func (s *Store) Unavailable(err error) bool {
 		}
 		return strings.HasPrefix(pgErr.Code, "08") // connection_exception
 	}
-	var connectErr *pgconn.ConnectError
-	var netErr net.Error
-	return errors.As(err, &connectErr) || errors.As(err, &netErr) ||
-		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
-		pgconn.SafeToRetry(err)
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[net.Error](err); ok {
+		return true
+	}
+	return errors.Is(err, ErrNoConnection) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || pgconn.SafeToRetry(err)
+}
+
+// rejectedInput reports whether PostgreSQL refused a value the request
+// supplied: a data exception, or a key too large for the table's index.
+func rejectedInput(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && (strings.HasPrefix(pgErr.Code, "22") || pgErr.Code == "54000")
 }

@@ -43,7 +43,7 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness[pgx.Tx] {
 		pool := newPool(t, nil)
 		return storetest.Harness[pgx.Tx]{
-			Store: pgstore.New(pool),
+			Store: pgstore.New(pool, pgstore.Options{}),
 			Expire: func(t *testing.T, id idem.ID) {
 				_, err := pool.Exec(context.Background(),
 					`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE scope = $1 AND operation = $2 AND key = $3`,
@@ -80,7 +80,7 @@ func TestAttemptWritesAreAtomicWithResponse(t *testing.T) {
 	if _, err := pool.Exec(ctx, `CREATE TABLE orders (id text PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
-	s := pgstore.New(pool)
+	s := pgstore.New(pool, pgstore.Options{})
 	id := idem.ID{Scope: "a", Operation: "createOrder", Key: "k"}
 
 	txn, err := s.Claim(ctx, id, claim)
@@ -116,7 +116,7 @@ func TestAttemptWritesAreAtomicWithResponse(t *testing.T) {
 
 func TestHandlerCannotEndTheAttempt(t *testing.T) {
 	ctx := context.Background()
-	s := pgstore.New(newPool(t, nil))
+	s := pgstore.New(newPool(t, nil), pgstore.Options{})
 	txn, err := s.Claim(ctx, idem.ID{Key: "k"}, claim)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func TestHandlerCannotEndTheAttempt(t *testing.T) {
 // context's deadline and fail with an error instead of answering.
 func TestLookupDoesNotWaitForClaim(t *testing.T) {
 	ctx := context.Background()
-	s := pgstore.New(newPool(t, nil))
+	s := pgstore.New(newPool(t, nil), pgstore.Options{})
 	id := idem.ID{Scope: "a", Operation: "op", Key: "k"}
 	txn, err := s.Claim(ctx, id, claim)
 	if err != nil {
@@ -153,8 +153,8 @@ func TestLookupDoesNotWaitForClaim(t *testing.T) {
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	rec, err := s.Lookup(lctx, id)
-	if err != nil || rec.State != idem.Busy {
-		t.Fatalf("Lookup during claim = %+v, %v; want busy", rec, err)
+	if err != nil || !rec.Held {
+		t.Fatalf("Lookup during claim = %+v, %v; want held", rec, err)
 	}
 	if _, err := s.Claim(lctx, id, claim); !errors.Is(err, idem.ErrContended) {
 		t.Fatalf("second Claim = %v, want ErrContended", err)
@@ -170,12 +170,12 @@ func TestStoreDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	s := pgstore.New(pool)
-	if _, err := s.Lookup(ctx, idem.ID{Key: "k"}); err == nil || !strings.Contains(err.Error(), "pgstore: lookup") {
-		t.Errorf("Lookup on a dead server = %v, want a wrapped error", err)
+	s := pgstore.New(pool, pgstore.Options{})
+	if _, err := s.Lookup(ctx, idem.ID{Key: "k"}); err == nil || !strings.Contains(err.Error(), "pgstore: lookup") || !errors.Is(err, idem.ErrStoreUnavailable) {
+		t.Errorf("Lookup on a dead server = %v, want a wrapped error that matches idem.ErrStoreUnavailable", err)
 	}
-	if _, err := s.Claim(ctx, idem.ID{Key: "k"}, claim); err == nil {
-		t.Error("Claim on a dead server succeeded")
+	if _, err := s.Claim(ctx, idem.ID{Key: "k"}, claim); !errors.Is(err, idem.ErrStoreUnavailable) {
+		t.Errorf("Claim on a dead server = %v, want idem.ErrStoreUnavailable", err)
 	}
 }
 
@@ -218,7 +218,7 @@ func firstWord(sql string) string {
 func TestAbandonedClaimIsTakenOverOnce(t *testing.T) {
 	ctx := context.Background()
 	pool := newPool(t, nil)
-	s := pgstore.New(pool)
+	s := pgstore.New(pool, pgstore.Options{})
 	id := idem.ID{Scope: "a", Operation: "createPayment", Key: "k"}
 	if _, err := pool.Exec(ctx, `INSERT INTO idempotency_keys
 		(scope, operation, key, fingerprint, status, locked_until, recovery_point, expires_at)
@@ -227,12 +227,13 @@ func TestAbandonedClaimIsTakenOverOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, err := s.Lookup(ctx, id)
-	if err != nil || rec.State != idem.Abandoned || rec.RecoveryPoint != "charge_created" || string(rec.Fingerprint) != "fp" {
-		t.Fatalf("Lookup = %+v, %v; want abandoned at charge_created", rec, err)
+	if err != nil || !rec.Found || rec.Completed || rec.Held || rec.LeaseLeft > 0 || rec.RecoveryPoint != "charge_created" || string(rec.Fingerprint) != "fp" {
+		t.Fatalf("Lookup = %+v, %v; want in flight at charge_created with no lease left", rec, err)
 	}
-	if _, err := s.Claim(ctx, id, idem.Claim{Fingerprint: []byte("other"), TTL: time.Hour, Lease: time.Minute}); !errors.Is(err, idem.ErrContended) {
-		t.Fatalf("takeover with another fingerprint = %v, want ErrContended", err)
+	if _, err := s.Claim(ctx, id, idem.Claim{Fingerprint: []byte("other"), TTL: time.Hour, Lease: time.Minute, Attempt: rec.Attempt}); !errors.Is(err, idem.ErrContended) {
+		t.Fatalf("a new generation over an attempt in flight = %v, want ErrContended", err)
 	}
+	takeover := idem.Claim{Fingerprint: []byte("fp"), TTL: time.Hour, Lease: time.Minute, Attempt: rec.Attempt, Takeover: true}
 
 	var (
 		wg   sync.WaitGroup
@@ -243,7 +244,7 @@ func TestAbandonedClaimIsTakenOverOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			txn, err := s.Claim(ctx, id, claim)
+			txn, err := s.Claim(ctx, id, takeover)
 			if err != nil {
 				lost <- err
 				return
@@ -264,8 +265,8 @@ func TestAbandonedClaimIsTakenOverOnce(t *testing.T) {
 	if err := <-lost; !errors.Is(err, idem.ErrContended) {
 		t.Fatalf("losing claim = %v, want ErrContended", err)
 	}
-	if rec, _ := s.Lookup(ctx, id); rec.State != idem.Busy {
-		t.Fatalf("state during takeover = %v, want busy", rec.State)
+	if rec, _ := s.Lookup(ctx, id); !rec.Held {
+		t.Fatalf("during the takeover: %+v, want held", rec)
 	}
 	if err := winners[0].Complete(ctx, &idem.Response{Status: 201, Header: http.Header{}, Body: []byte("{}")}); err != nil {
 		t.Fatal(err)
@@ -282,7 +283,7 @@ func TestAbandonedClaimIsTakenOverOnce(t *testing.T) {
 func TestHandlerLosingTheDatabaseIs503(t *testing.T) {
 	ctx := context.Background()
 	pool := newPool(t, nil)
-	e := idem.NewEngine(pgstore.New(pool), idem.Options{})
+	e := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{})
 	op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Minute, RecoveryPoints: []string{"a"}}
 	serve := func(key string, phased bool, fail func(at *idem.Attempt[pgx.Tx]) error) (*idem.Response, error) {
 		r, _ := http.NewRequest("POST", "/orders", nil)

@@ -1,5 +1,8 @@
 // Package storetest is the conformance suite every key store passes: the
-// Postgres store and the in-memory store run the same tests.
+// Postgres store and the in-memory store run the same tests. Stores report
+// facts; the suite checks the facts each store reports for every state a
+// key can be in, and the engine's answer on top of them, so that every
+// store answers alike.
 package storetest
 
 import (
@@ -18,10 +21,11 @@ import (
 // Harness is a store under test.
 type Harness[T any] struct {
 	Store idem.Store[T]
-	// Expire makes the TTL of a stored key pass.
+	// Expire makes the TTL of a key pass. The suite's keys live an hour.
 	Expire func(t *testing.T, id idem.ID)
 	// ExpireLease makes the lease of a phased attempt pass, as if its
-	// process had died. No phase of the key is running when it is called.
+	// process had died; the suite's leases run at most a minute, except
+	// where noted. No phase of the key is running when it is called.
 	ExpireLease func(t *testing.T, id idem.ID)
 }
 
@@ -32,11 +36,12 @@ func Run[T any](t *testing.T, newHarness func(t *testing.T) Harness[T]) {
 		fn   func(*testing.T, Harness[T])
 	}{
 		{"LookupAbsent", testLookupAbsent[T]},
-		{"ClaimedKeyIsBusy", testClaimedKeyIsBusy[T]},
+		{"ClaimIsHeldNotFound", testClaimIsHeld[T]},
 		{"CompleteStoresResponse", testCompleteStoresResponse[T]},
 		{"AbortReleasesKey", testAbortReleasesKey[T]},
 		{"CompletedKeyCannotBeClaimed", testCompletedKeyCannotBeClaimed[T]},
-		{"ExpiredKeyIsNew", testExpiredKeyIsNew[T]},
+		{"ExpiredKeyStartsNewGeneration", testExpiredKeyIsNew[T]},
+		{"StaleClaimIsRefused", testStaleClaim[T]},
 		{"KeysIndependentAcrossScopesAndOperations", testIndependent[T]},
 		{"BeginWithoutKey", testBeginWithoutKey[T]},
 		{"ConcurrentClaimsOneWins", testConcurrentClaims[T]},
@@ -46,13 +51,15 @@ func Run[T any](t *testing.T, newHarness func(t *testing.T) Harness[T]) {
 		{"ReleaseLetsRetryResume", testRelease[T]},
 		{"ExpiredLeaseIsTakenOver", testTakeover[T]},
 		{"ConcurrentTakeoversOneWins", testConcurrentTakeovers[T]},
-		{"RunningPhaseIsBusy", testRunningPhase[T]},
-		{"ExpiredTTLReplacesAbandonedAttempt", testExpiredAbandoned[T]},
+		{"RunningPhaseIsHeld", testRunningPhase[T]},
+		{"InFlightPastTTLKeepsItsKey", testInFlightPastTTL[T]},
 		{"Secret", testSecret[T]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newHarness(t)) })
 	}
+	t.Run("EngineAnswers", func(t *testing.T) { testEngineAnswers(t, newHarness) })
+	t.Run("DerivedKeysChangeAfterTTL", func(t *testing.T) { testDerivedKeys(t, newHarness(t)) })
 }
 
 var (
@@ -72,9 +79,17 @@ func lookup[T any](t *testing.T, h Harness[T], id idem.ID) idem.Record {
 	return rec
 }
 
+// after is c as the engine would make it after reading rec: expecting
+// that row, and taking over an in-flight one.
+func after(c idem.Claim, rec idem.Record) idem.Claim {
+	c.Attempt = rec.Attempt
+	c.Takeover = rec.Found && !rec.Completed
+	return c
+}
+
 func mustClaim[T any](t *testing.T, h Harness[T], id idem.ID, c idem.Claim) idem.Txn[T] {
 	t.Helper()
-	txn, err := h.Store.Claim(context.Background(), id, c)
+	txn, err := h.Store.Claim(context.Background(), id, after(c, lookup(t, h, id)))
 	if err != nil {
 		t.Fatalf("Claim(%v): %v", id, err)
 	}
@@ -97,19 +112,25 @@ func response(status int, body string) *idem.Response {
 }
 
 func testLookupAbsent[T any](t *testing.T, h Harness[T]) {
-	if rec := lookup(t, h, id("k1")); rec.State != idem.Absent {
-		t.Fatalf("state = %v, want absent", rec.State)
+	if rec := lookup(t, h, id("k1")); rec.Found || rec.Held {
+		t.Fatalf("new key: %+v, want neither found nor held", rec)
 	}
 }
 
-func testClaimedKeyIsBusy[T any](t *testing.T, h Harness[T]) {
+// An atomic claim holds the key, but is no row until it completes: its
+// request is not visible, as in a transaction that has not committed.
+func testClaimIsHeld[T any](t *testing.T, h Harness[T]) {
 	txn := mustClaim(t, h, id("k1"), claim)
 	defer txn.Abort(context.Background())
-	if rec := lookup(t, h, id("k1")); rec.State != idem.Busy {
-		t.Fatalf("state while claimed = %v, want busy", rec.State)
+	if rec := lookup(t, h, id("k1")); !rec.Held || rec.Found {
+		t.Fatalf("while claimed: %+v, want held and not found", rec)
 	}
-	if _, err := h.Store.Claim(context.Background(), id("k1"), idem.Claim{Fingerprint: fpB, TTL: time.Hour, Lease: time.Minute}); !errors.Is(err, idem.ErrContended) {
+	other := idem.Claim{Fingerprint: fpB, TTL: time.Hour, Lease: time.Minute}
+	if _, err := h.Store.Claim(context.Background(), id("k1"), other); !errors.Is(err, idem.ErrContended) {
 		t.Fatalf("second Claim err = %v, want ErrContended", err)
+	}
+	if _, err := h.Store.Lease(context.Background(), id("k1"), other); !errors.Is(err, idem.ErrContended) {
+		t.Fatalf("Lease of a claimed key err = %v, want ErrContended", err)
 	}
 }
 
@@ -117,8 +138,8 @@ func testCompleteStoresResponse[T any](t *testing.T, h Harness[T]) {
 	want := response(201, "{\"id\":\"ord_1\"}\n\x00\xff")
 	complete(t, mustClaim(t, h, id("k1"), claim), want)
 	rec := lookup(t, h, id("k1"))
-	if rec.State != idem.Completed {
-		t.Fatalf("state = %v, want completed", rec.State)
+	if !rec.Found || !rec.Completed || rec.Expired || rec.Held || rec.Generation != 1 || rec.Attempt < 1 {
+		t.Fatalf("completed key: %+v, want found, completed, live, generation 1", rec)
 	}
 	if !bytes.Equal(rec.Fingerprint, fpA) {
 		t.Errorf("fingerprint = %x, want %x", rec.Fingerprint, fpA)
@@ -137,33 +158,53 @@ func testAbortReleasesKey[T any](t *testing.T, h Harness[T]) {
 	if err := txn.Abort(context.Background()); err != nil {
 		t.Fatalf("Abort: %v", err)
 	}
-	if rec := lookup(t, h, id("k1")); rec.State != idem.Absent {
-		t.Fatalf("state after abort = %v, want absent", rec.State)
+	if rec := lookup(t, h, id("k1")); rec.Found || rec.Held {
+		t.Fatalf("after abort: %+v, want neither found nor held", rec)
 	}
 	complete(t, mustClaim(t, h, id("k1"), claim), response(200, "{}"))
 }
 
 func testCompletedKeyCannotBeClaimed[T any](t *testing.T, h Harness[T]) {
 	complete(t, mustClaim(t, h, id("k1"), claim), response(400, `{"title":"bad"}`))
-	if _, err := h.Store.Claim(context.Background(), id("k1"), claim); !errors.Is(err, idem.ErrContended) {
-		t.Fatalf("Claim of a completed key err = %v, want ErrContended", err)
+	rec := lookup(t, h, id("k1"))
+	for _, c := range []idem.Claim{after(claim, rec), {Fingerprint: fpA, TTL: time.Hour, Lease: time.Minute, Attempt: rec.Attempt, Takeover: true}} {
+		if _, err := h.Store.Claim(context.Background(), id("k1"), c); !errors.Is(err, idem.ErrContended) {
+			t.Fatalf("Claim(%+v) of a live completed key err = %v, want ErrContended", c, err)
+		}
+		if _, err := h.Store.Lease(context.Background(), id("k1"), c); !errors.Is(err, idem.ErrContended) {
+			t.Fatalf("Lease(%+v) of a live completed key err = %v, want ErrContended", c, err)
+		}
 	}
-	if rec := lookup(t, h, id("k1")); rec.State != idem.Completed || rec.Response.Status != 400 {
-		t.Fatalf("record changed by a refused claim: %+v", rec)
+	if again := lookup(t, h, id("k1")); !again.Completed || again.Response.Status != 400 || again.Attempt != rec.Attempt {
+		t.Fatalf("record changed by a refused claim: %+v", again)
 	}
 }
 
 func testExpiredKeyIsNew[T any](t *testing.T, h Harness[T]) {
 	complete(t, mustClaim(t, h, id("k1"), claim), response(201, `{"n":1}`))
 	h.Expire(t, id("k1"))
-	if rec := lookup(t, h, id("k1")); rec.State != idem.Absent {
-		t.Fatalf("state after TTL = %v, want absent", rec.State)
+	if rec := lookup(t, h, id("k1")); !rec.Found || !rec.Completed || !rec.Expired || rec.Generation != 1 {
+		t.Fatalf("after the TTL: %+v, want the expired row of generation 1", rec)
 	}
 	c := idem.Claim{Fingerprint: fpB, TTL: time.Hour, Lease: time.Minute}
 	complete(t, mustClaim(t, h, id("k1"), c), response(201, `{"n":2}`))
 	rec := lookup(t, h, id("k1"))
-	if rec.State != idem.Completed || string(rec.Response.Body) != `{"n":2}` || !bytes.Equal(rec.Fingerprint, fpB) {
-		t.Fatalf("expired key was not replaced: %+v", rec)
+	if !rec.Completed || rec.Expired || string(rec.Response.Body) != `{"n":2}` || !bytes.Equal(rec.Fingerprint, fpB) || rec.Generation != 2 {
+		t.Fatalf("expired key was not replaced by generation 2: %+v", rec)
+	}
+}
+
+// A claim made from a read that is no longer true loses: the engine reads
+// again instead of acting on a row it did not see.
+func testStaleClaim[T any](t *testing.T, h Harness[T]) {
+	stale := after(claim, lookup(t, h, id("k1")))
+	complete(t, mustClaim(t, h, id("k1"), claim), response(201, "{}"))
+	h.Expire(t, id("k1"))
+	if _, err := h.Store.Claim(context.Background(), id("k1"), stale); !errors.Is(err, idem.ErrContended) {
+		t.Fatalf("Claim from a read of no row, over an expired row, err = %v, want ErrContended", err)
+	}
+	if _, err := h.Store.Lease(context.Background(), id("k1"), stale); !errors.Is(err, idem.ErrContended) {
+		t.Fatalf("Lease from a read of no row, over an expired row, err = %v, want ErrContended", err)
 	}
 }
 
@@ -193,7 +234,7 @@ func testBeginWithoutKey[T any](t *testing.T, h Harness[T]) {
 		t.Fatalf("Begin: %v", err)
 	}
 	complete(t, txn, response(201, "{}"))
-	if rec := lookup(t, h, idem.ID{Operation: "createOrder"}); rec.State != idem.Absent {
+	if rec := lookup(t, h, idem.ID{Operation: "createOrder"}); rec.Found || rec.Held {
 		t.Fatalf("a keyless attempt stored a record: %+v", rec)
 	}
 }
@@ -236,7 +277,7 @@ func testConcurrentClaims[T any](t *testing.T, h Harness[T]) {
 
 func mustLease[T any](t *testing.T, h Harness[T], id idem.ID, c idem.Claim) idem.Lease[T] {
 	t.Helper()
-	l, err := h.Store.Lease(context.Background(), id, c)
+	l, err := h.Store.Lease(context.Background(), id, after(c, lookup(t, h, id)))
 	if err != nil {
 		t.Fatalf("Lease(%v): %v", id, err)
 	}
@@ -259,21 +300,21 @@ func advance[T any](t *testing.T, ph idem.Phase[T], point string) {
 	}
 }
 
-// A lease commits before any phase runs: others see the key busy, with
-// its fingerprint, so a different request with the key is a 422.
+// A lease commits before any phase runs: others see the row in flight,
+// with its fingerprint and the lease's time left.
 func testLeaseVisible[T any](t *testing.T, h Harness[T]) {
 	l := mustLease(t, h, id("k1"), claim)
 	if p := l.RecoveryPoint(); p != "" {
 		t.Fatalf("new lease at recovery point %q, want \"\"", p)
 	}
 	rec := lookup(t, h, id("k1"))
-	if rec.State != idem.Busy || !bytes.Equal(rec.Fingerprint, fpA) {
-		t.Fatalf("leased key: %+v, want busy with fingerprint %x", rec, fpA)
+	if !rec.Found || rec.Completed || rec.Held || !bytes.Equal(rec.Fingerprint, fpA) || rec.LeaseLeft <= 0 || rec.LeaseLeft > time.Minute || rec.Generation != 1 {
+		t.Fatalf("leased key: %+v, want an in-flight row of generation 1 with fingerprint %x and up to a minute of lease left", rec, fpA)
 	}
-	if _, err := h.Store.Lease(context.Background(), id("k1"), claim); !errors.Is(err, idem.ErrContended) {
-		t.Fatalf("second Lease err = %v, want ErrContended", err)
+	if _, err := h.Store.Lease(context.Background(), id("k1"), after(claim, rec)); !errors.Is(err, idem.ErrContended) {
+		t.Fatalf("takeover of a live lease err = %v, want ErrContended", err)
 	}
-	if _, err := h.Store.Claim(context.Background(), id("k1"), claim); !errors.Is(err, idem.ErrContended) {
+	if _, err := h.Store.Claim(context.Background(), id("k1"), after(claim, rec)); !errors.Is(err, idem.ErrContended) {
 		t.Fatalf("Claim of a leased key err = %v, want ErrContended", err)
 	}
 }
@@ -281,14 +322,14 @@ func testLeaseVisible[T any](t *testing.T, h Harness[T]) {
 func testPhases[T any](t *testing.T, h Harness[T]) {
 	l := mustLease(t, h, id("k1"), claim)
 	advance(t, mustPhase(t, l), "a")
-	if rec := lookup(t, h, id("k1")); rec.State != idem.Busy || rec.RecoveryPoint != "a" {
-		t.Fatalf("after advancing to a: %+v, want busy at a", rec)
+	if rec := lookup(t, h, id("k1")); !rec.Found || rec.Completed || rec.Held || rec.RecoveryPoint != "a" {
+		t.Fatalf("after advancing to a: %+v, want in flight at a, not held", rec)
 	}
 	advance(t, mustPhase(t, l), "b")
 	want := response(201, `{"id":"pay_1"}`)
 	complete(t, mustPhase(t, l), want)
 	rec := lookup(t, h, id("k1"))
-	if rec.State != idem.Completed || rec.Response == nil || string(rec.Response.Body) != string(want.Body) {
+	if !rec.Completed || rec.Response == nil || string(rec.Response.Body) != string(want.Body) {
 		t.Fatalf("after the last phase: %+v, want the stored response", rec)
 	}
 	if _, err := l.Phase(context.Background()); !errors.Is(err, idem.ErrLeaseLost) {
@@ -303,8 +344,8 @@ func testPhaseAbort[T any](t *testing.T, h Harness[T]) {
 	if err := mustPhase(t, l).Abort(context.Background()); err != nil {
 		t.Fatalf("Abort: %v", err)
 	}
-	if rec := lookup(t, h, id("k1")); rec.State != idem.Busy || rec.RecoveryPoint != "a" {
-		t.Fatalf("after an aborted phase: %+v, want busy at a", rec)
+	if rec := lookup(t, h, id("k1")); !rec.Found || rec.Completed || rec.Held || rec.RecoveryPoint != "a" || rec.LeaseLeft <= 0 {
+		t.Fatalf("after an aborted phase: %+v, want in flight at a with its lease", rec)
 	}
 	advance(t, mustPhase(t, l), "b")
 }
@@ -317,8 +358,8 @@ func testRelease[T any](t *testing.T, h Harness[T]) {
 	if err := old.Release(context.Background()); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	if rec := lookup(t, h, id("k1")); rec.State != idem.Abandoned || rec.RecoveryPoint != "a" || !bytes.Equal(rec.Fingerprint, fpA) {
-		t.Fatalf("after Release: %+v, want abandoned at a with the fingerprint", rec)
+	if rec := lookup(t, h, id("k1")); !rec.Found || rec.Completed || rec.LeaseLeft > 0 || rec.RecoveryPoint != "a" || !bytes.Equal(rec.Fingerprint, fpA) {
+		t.Fatalf("after Release: %+v, want in flight at a with no lease left", rec)
 	}
 	l := mustLease(t, h, id("k1"), claim)
 	if p := l.RecoveryPoint(); p != "a" {
@@ -330,25 +371,22 @@ func testRelease[T any](t *testing.T, h Harness[T]) {
 	complete(t, mustPhase(t, l), response(201, "{}"))
 }
 
-// A lease that passes (the process died) lets a retry of the same request
-// take over at the committed point; a different request is refused.
+// A lease that passes (the process died) lets a retry take over at the
+// committed point, in the same generation.
 func testTakeover[T any](t *testing.T, h Harness[T]) {
 	zombie := mustLease(t, h, id("k1"), claim)
 	advance(t, mustPhase(t, zombie), "a")
 	h.ExpireLease(t, id("k1"))
-	if rec := lookup(t, h, id("k1")); rec.State != idem.Abandoned || rec.RecoveryPoint != "a" {
-		t.Fatalf("after the lease passed: %+v, want abandoned at a", rec)
-	}
-	other := idem.Claim{Fingerprint: fpB, TTL: time.Hour, Lease: time.Minute}
-	if _, err := h.Store.Lease(context.Background(), id("k1"), other); !errors.Is(err, idem.ErrContended) {
-		t.Fatalf("takeover by another request err = %v, want ErrContended", err)
+	rec := lookup(t, h, id("k1"))
+	if !rec.Found || rec.Completed || rec.Held || rec.LeaseLeft > 0 || rec.RecoveryPoint != "a" {
+		t.Fatalf("after the lease passed: %+v, want in flight at a with no lease left", rec)
 	}
 	l := mustLease(t, h, id("k1"), claim)
 	if p := l.RecoveryPoint(); p != "a" {
 		t.Fatalf("takeover resumes at %q, want a", p)
 	}
-	if rec := lookup(t, h, id("k1")); rec.State != idem.Busy {
-		t.Fatalf("after the takeover: %+v, want busy", rec)
+	if again := lookup(t, h, id("k1")); again.LeaseLeft <= 0 || again.Generation != rec.Generation || again.Attempt <= rec.Attempt {
+		t.Fatalf("after the takeover: %+v, want a live lease, generation %d and a later attempt than %d", again, rec.Generation, rec.Attempt)
 	}
 	// The attempt that was taken over is fenced off.
 	if _, err := zombie.Phase(context.Background()); !errors.Is(err, idem.ErrLeaseLost) {
@@ -357,8 +395,8 @@ func testTakeover[T any](t *testing.T, h Harness[T]) {
 	if err := zombie.Release(context.Background()); err != nil {
 		t.Fatalf("taken-over attempt's Release: %v", err)
 	}
-	if rec := lookup(t, h, id("k1")); rec.State != idem.Busy {
-		t.Fatalf("a fenced Release ended the new lease: %+v", rec)
+	if again := lookup(t, h, id("k1")); again.LeaseLeft <= 0 {
+		t.Fatalf("a fenced Release ended the new lease: %+v", again)
 	}
 	complete(t, mustPhase(t, l), response(201, "{}"))
 }
@@ -368,6 +406,7 @@ func testConcurrentTakeovers[T any](t *testing.T, h Harness[T]) {
 	first := mustLease(t, h, id("race"), claim)
 	advance(t, mustPhase(t, first), "a")
 	h.ExpireLease(t, id("race"))
+	c := after(claim, lookup(t, h, id("race")))
 	const n = 50
 	var (
 		wg      sync.WaitGroup
@@ -381,7 +420,7 @@ func testConcurrentTakeovers[T any](t *testing.T, h Harness[T]) {
 		go func() {
 			defer wg.Done()
 			<-start
-			l, err := h.Store.Lease(context.Background(), id("race"), claim)
+			l, err := h.Store.Lease(context.Background(), id("race"), c)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -405,36 +444,48 @@ func testConcurrentTakeovers[T any](t *testing.T, h Harness[T]) {
 	complete(t, mustPhase(t, winners[0]), response(201, "{}"))
 }
 
-// While a phase runs the key is busy to lookups and claims alike.
+// While a phase runs, a live claimant holds the key, even past its lease.
 func testRunningPhase[T any](t *testing.T, h Harness[T]) {
 	l := mustLease(t, h, id("k1"), claim)
 	ph := mustPhase(t, l)
-	if rec := lookup(t, h, id("k1")); rec.State != idem.Busy {
-		t.Fatalf("during a phase: %+v, want busy", rec)
+	if rec := lookup(t, h, id("k1")); !rec.Held || !rec.Found || rec.Completed {
+		t.Fatalf("during a phase: %+v, want held and in flight", rec)
 	}
-	if _, err := h.Store.Lease(context.Background(), id("k1"), claim); !errors.Is(err, idem.ErrContended) {
+	if _, err := h.Store.Lease(context.Background(), id("k1"), after(claim, lookup(t, h, id("k1")))); !errors.Is(err, idem.ErrContended) {
 		t.Fatalf("Lease during a phase err = %v, want ErrContended", err)
 	}
 	advance(t, ph, "a")
 }
 
-// An abandoned attempt whose TTL has passed too is history: a new request
-// with the key starts over.
-func testExpiredAbandoned[T any](t *testing.T, h Harness[T]) {
+// An attempt in flight keeps its key past the TTL: it is no completed row
+// to replace, so only a takeover, in the same generation and at its
+// recovery point, may claim it.
+func testInFlightPastTTL[T any](t *testing.T, h Harness[T]) {
 	l := mustLease(t, h, id("k1"), claim)
 	advance(t, mustPhase(t, l), "a")
 	if err := l.Release(context.Background()); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	h.Expire(t, id("k1"))
-	other := idem.Claim{Fingerprint: fpB, TTL: time.Hour, Lease: time.Minute}
-	fresh := mustLease(t, h, id("k1"), other)
-	if p := fresh.RecoveryPoint(); p != "" {
-		t.Fatalf("new attempt after the TTL starts at %q, want \"\"", p)
+	rec := lookup(t, h, id("k1"))
+	if !rec.Found || rec.Completed || !rec.Expired || rec.RecoveryPoint != "a" {
+		t.Fatalf("after the TTL: %+v, want an expired row still in flight at a", rec)
+	}
+	fresh := idem.Claim{Fingerprint: fpB, TTL: time.Hour, Lease: time.Minute, Attempt: rec.Attempt}
+	if _, err := h.Store.Lease(context.Background(), id("k1"), fresh); !errors.Is(err, idem.ErrContended) {
+		t.Fatalf("a new generation over an attempt in flight err = %v, want ErrContended", err)
+	}
+	resumed := mustLease(t, h, id("k1"), claim)
+	if p := resumed.RecoveryPoint(); p != "a" {
+		t.Fatalf("takeover past the TTL resumes at %q, want a", p)
+	}
+	if again := lookup(t, h, id("k1")); again.Generation != rec.Generation || again.Expired {
+		t.Fatalf("after the takeover: %+v, want generation %d with a live TTL", again, rec.Generation)
 	}
 	if _, err := l.Phase(context.Background()); !errors.Is(err, idem.ErrLeaseLost) {
 		t.Fatalf("old attempt's Phase err = %v, want ErrLeaseLost", err)
 	}
+	complete(t, mustPhase(t, resumed), response(201, "{}"))
 }
 
 func testSecret[T any](t *testing.T, h Harness[T]) {

@@ -6,58 +6,71 @@
 -- primary key (scope, operation, key), so the table can be sharded by scope.
 
 -- name: LookupKey :one
--- Reads a key without writing: replays, 409s and 422s commit nothing.
--- idle is false while a claimant holds the key's advisory lock, which is how
--- an atomic attempt, whose row is not yet committed, is seen as in flight.
--- The shared lock taken here lasts only for this statement.
+-- Reads a key without writing: replays, 409s and 422s commit nothing. It
+-- reports facts and the engine decides. held is true while a claimant holds
+-- the key's advisory lock, which is how an atomic attempt, whose row is not
+-- yet committed, is seen as in flight. The shared lock taken here lasts
+-- only for this statement.
 SELECT
-    pg_try_advisory_xact_lock_shared(sqlc.arg(lock_id)::bigint) AS idle,
+    NOT pg_try_advisory_xact_lock_shared(sqlc.arg(lock_id)::bigint) AS held,
+    (k.scope IS NOT NULL)::boolean AS found,
     k.fingerprint,
     k.status,
     k.recovery_point,
+    k.generation,
+    k.attempt,
     k.response_status,
     k.response_headers,
     k.response_body,
     coalesce(k.expires_at <= now(), false)::boolean AS expired,
-    coalesce(k.locked_until <= now(), false)::boolean AS lease_expired
+    coalesce((extract(epoch FROM k.locked_until - now()) * 1000)::bigint, 0)::bigint AS lease_left_ms
 FROM (SELECT 1) AS one
 LEFT JOIN idempotency_keys AS k
     ON k.scope = sqlc.arg(scope) AND k.operation = sqlc.arg(operation) AND k.key = sqlc.arg(key);
 
 -- name: ClaimKey :one
--- Claims a key inside the attempt's transaction. The exclusive advisory
--- lock makes concurrent duplicates see the key as busy without waiting for
--- this transaction; got is false when someone else holds it. The row is
--- inserted, or replaces one whose TTL has passed, or takes over an
--- in-flight row whose lease expired (keeping its recovery point). Each
--- claim counts one more attempt, the fencing token of phased attempts.
--- recovery_point is NULL when a live row exists.
+-- Claims a key: inside the attempt's transaction for an atomic attempt, on
+-- its own (committing at once) for a phased one. The engine decided on
+-- the claim from what LookupKey read, and it succeeds only while the row is
+-- still that one (expect_attempt, 0 for none): a new key, a completed row
+-- past its TTL (a new generation), or, with takeover, an in-flight row
+-- whose lease has passed (same generation, recovery point kept). The
+-- exclusive advisory lock makes concurrent duplicates see the key as held
+-- without waiting for this transaction; got is false when someone else
+-- holds it, and recovery_point is NULL when the row is not as expected.
+-- The transaction may sit idle for at most idle_timeout_ms, so a holder
+-- that vanishes frees the key within that bound.
 WITH lock AS (
-    SELECT pg_try_advisory_xact_lock(sqlc.arg(lock_id)::bigint) AS got
+    SELECT pg_try_advisory_xact_lock(sqlc.arg(lock_id)::bigint) AS got,
+        set_config('idle_in_transaction_session_timeout', sqlc.arg(idle_timeout_ms)::bigint::text, true) AS idle_timeout
 ), claimed AS (
     INSERT INTO idempotency_keys AS k
-        (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, created_at, expires_at)
+        (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, created_at, expires_at)
     SELECT sqlc.arg(scope)::text, sqlc.arg(operation)::text, sqlc.arg(key)::text, sqlc.arg(fingerprint)::bytea,
-        'in_flight', now() + sqlc.arg(lease_ms)::bigint * interval '1 millisecond', '', 1,
+        'in_flight', now() + sqlc.arg(lease_ms)::bigint * interval '1 millisecond', '', 1, 1,
         now(), now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond'
     FROM lock
-    WHERE lock.got
+    WHERE lock.got AND lock.idle_timeout IS NOT NULL
     ON CONFLICT (scope, operation, key) DO UPDATE
     SET fingerprint = excluded.fingerprint,
         status = 'in_flight',
         locked_until = excluded.locked_until,
-        recovery_point = CASE WHEN k.expires_at <= now() THEN '' ELSE k.recovery_point END,
+        recovery_point = CASE WHEN sqlc.arg(takeover)::boolean THEN k.recovery_point ELSE '' END,
+        generation = CASE WHEN sqlc.arg(takeover)::boolean THEN k.generation ELSE k.generation + 1 END,
         attempt = k.attempt + 1,
         response_status = NULL,
         response_headers = NULL,
         response_body = NULL,
-        created_at = CASE WHEN k.expires_at <= now() THEN excluded.created_at ELSE k.created_at END,
-        expires_at = CASE WHEN k.expires_at <= now() THEN excluded.expires_at ELSE k.expires_at END
-    WHERE k.expires_at <= now()
-       OR (k.status = 'in_flight' AND k.locked_until <= now() AND k.fingerprint = excluded.fingerprint)
-    RETURNING k.recovery_point, k.attempt
+        created_at = CASE WHEN sqlc.arg(takeover)::boolean THEN k.created_at ELSE excluded.created_at END,
+        expires_at = CASE WHEN sqlc.arg(takeover)::boolean AND k.expires_at > now() THEN k.expires_at ELSE excluded.expires_at END
+    WHERE k.attempt = sqlc.arg(expect_attempt)::integer
+      AND CASE WHEN sqlc.arg(takeover)::boolean
+            THEN k.status = 'in_flight' AND k.locked_until <= now()
+            ELSE k.status = 'completed' AND k.expires_at <= now()
+          END
+    RETURNING k.recovery_point, k.attempt, k.generation
 )
-SELECT lock.got, claimed.recovery_point, claimed.attempt
+SELECT lock.got, claimed.recovery_point, claimed.attempt, claimed.generation
 FROM lock LEFT JOIN claimed ON true;
 
 -- name: CompleteKey :execrows
@@ -76,9 +89,11 @@ WHERE scope = sqlc.arg(scope) AND operation = sqlc.arg(operation) AND key = sqlc
 -- takes the key's advisory lock, so lookups see the key busy and a
 -- takeover cannot start while the phase runs, checks that the row still
 -- belongs to this attempt (no row: the lease was taken over or the
--- attempt swept), and extends the lease.
+-- attempt swept), and extends the lease. Like a claim, the phase's
+-- transaction may sit idle for at most idle_timeout_ms.
 WITH lock AS (
-    SELECT pg_advisory_xact_lock(sqlc.arg(lock_id)::bigint)
+    SELECT pg_advisory_xact_lock(sqlc.arg(lock_id)::bigint),
+        set_config('idle_in_transaction_session_timeout', sqlc.arg(idle_timeout_ms)::bigint::text, true) AS idle_timeout
 )
 UPDATE idempotency_keys AS k
 SET locked_until = now() + sqlc.arg(lease_ms)::bigint * interval '1 millisecond'

@@ -13,69 +13,90 @@ import (
 
 const claimKey = `-- name: ClaimKey :one
 WITH lock AS (
-    SELECT pg_try_advisory_xact_lock($1::bigint) AS got
+    SELECT pg_try_advisory_xact_lock($1::bigint) AS got,
+        set_config('idle_in_transaction_session_timeout', $2::bigint::text, true) AS idle_timeout
 ), claimed AS (
     INSERT INTO idempotency_keys AS k
-        (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, created_at, expires_at)
-    SELECT $2::text, $3::text, $4::text, $5::bytea,
-        'in_flight', now() + $6::bigint * interval '1 millisecond', '', 1,
-        now(), now() + $7::bigint * interval '1 millisecond'
+        (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, created_at, expires_at)
+    SELECT $3::text, $4::text, $5::text, $6::bytea,
+        'in_flight', now() + $7::bigint * interval '1 millisecond', '', 1, 1,
+        now(), now() + $8::bigint * interval '1 millisecond'
     FROM lock
-    WHERE lock.got
+    WHERE lock.got AND lock.idle_timeout IS NOT NULL
     ON CONFLICT (scope, operation, key) DO UPDATE
     SET fingerprint = excluded.fingerprint,
         status = 'in_flight',
         locked_until = excluded.locked_until,
-        recovery_point = CASE WHEN k.expires_at <= now() THEN '' ELSE k.recovery_point END,
+        recovery_point = CASE WHEN $9::boolean THEN k.recovery_point ELSE '' END,
+        generation = CASE WHEN $9::boolean THEN k.generation ELSE k.generation + 1 END,
         attempt = k.attempt + 1,
         response_status = NULL,
         response_headers = NULL,
         response_body = NULL,
-        created_at = CASE WHEN k.expires_at <= now() THEN excluded.created_at ELSE k.created_at END,
-        expires_at = CASE WHEN k.expires_at <= now() THEN excluded.expires_at ELSE k.expires_at END
-    WHERE k.expires_at <= now()
-       OR (k.status = 'in_flight' AND k.locked_until <= now() AND k.fingerprint = excluded.fingerprint)
-    RETURNING k.recovery_point, k.attempt
+        created_at = CASE WHEN $9::boolean THEN k.created_at ELSE excluded.created_at END,
+        expires_at = CASE WHEN $9::boolean AND k.expires_at > now() THEN k.expires_at ELSE excluded.expires_at END
+    WHERE k.attempt = $10::integer
+      AND CASE WHEN $9::boolean
+            THEN k.status = 'in_flight' AND k.locked_until <= now()
+            ELSE k.status = 'completed' AND k.expires_at <= now()
+          END
+    RETURNING k.recovery_point, k.attempt, k.generation
 )
-SELECT lock.got, claimed.recovery_point, claimed.attempt
+SELECT lock.got, claimed.recovery_point, claimed.attempt, claimed.generation
 FROM lock LEFT JOIN claimed ON true
 `
 
 type ClaimKeyParams struct {
-	LockID      int64
-	Scope       string
-	Operation   string
-	Key         string
-	Fingerprint []byte
-	LeaseMs     int64
-	TtlMs       int64
+	LockID        int64
+	IdleTimeoutMs int64
+	Scope         string
+	Operation     string
+	Key           string
+	Fingerprint   []byte
+	LeaseMs       int64
+	TtlMs         int64
+	Takeover      bool
+	ExpectAttempt int32
 }
 
 type ClaimKeyRow struct {
 	Got           bool
 	RecoveryPoint pgtype.Text
 	Attempt       pgtype.Int4
+	Generation    pgtype.Int8
 }
 
-// Claims a key inside the attempt's transaction. The exclusive advisory
-// lock makes concurrent duplicates see the key as busy without waiting for
-// this transaction; got is false when someone else holds it. The row is
-// inserted, or replaces one whose TTL has passed, or takes over an
-// in-flight row whose lease expired (keeping its recovery point). Each
-// claim counts one more attempt, the fencing token of phased attempts.
-// recovery_point is NULL when a live row exists.
+// Claims a key: inside the attempt's transaction for an atomic attempt, on
+// its own (committing at once) for a phased one. The engine decided on
+// the claim from what LookupKey read, and it succeeds only while the row is
+// still that one (expect_attempt, 0 for none): a new key, a completed row
+// past its TTL (a new generation), or, with takeover, an in-flight row
+// whose lease has passed (same generation, recovery point kept). The
+// exclusive advisory lock makes concurrent duplicates see the key as held
+// without waiting for this transaction; got is false when someone else
+// holds it, and recovery_point is NULL when the row is not as expected.
+// The transaction may sit idle for at most idle_timeout_ms, so a holder
+// that vanishes frees the key within that bound.
 func (q *Queries) ClaimKey(ctx context.Context, arg ClaimKeyParams) (ClaimKeyRow, error) {
 	row := q.db.QueryRow(ctx, claimKey,
 		arg.LockID,
+		arg.IdleTimeoutMs,
 		arg.Scope,
 		arg.Operation,
 		arg.Key,
 		arg.Fingerprint,
 		arg.LeaseMs,
 		arg.TtlMs,
+		arg.Takeover,
+		arg.ExpectAttempt,
 	)
 	var i ClaimKeyRow
-	err := row.Scan(&i.Got, &i.RecoveryPoint, &i.Attempt)
+	err := row.Scan(
+		&i.Got,
+		&i.RecoveryPoint,
+		&i.Attempt,
+		&i.Generation,
+	)
 	return i, err
 }
 
@@ -281,15 +302,18 @@ func (q *Queries) ListAbandoned(ctx context.Context, arg ListAbandonedParams) ([
 const lookupKey = `-- name: LookupKey :one
 
 SELECT
-    pg_try_advisory_xact_lock_shared($1::bigint) AS idle,
+    NOT pg_try_advisory_xact_lock_shared($1::bigint) AS held,
+    (k.scope IS NOT NULL)::boolean AS found,
     k.fingerprint,
     k.status,
     k.recovery_point,
+    k.generation,
+    k.attempt,
     k.response_status,
     k.response_headers,
     k.response_body,
     coalesce(k.expires_at <= now(), false)::boolean AS expired,
-    coalesce(k.locked_until <= now(), false)::boolean AS lease_expired
+    coalesce((extract(epoch FROM k.locked_until - now()) * 1000)::bigint, 0)::bigint AS lease_left_ms
 FROM (SELECT 1) AS one
 LEFT JOIN idempotency_keys AS k
     ON k.scope = $2 AND k.operation = $3 AND k.key = $4
@@ -303,23 +327,27 @@ type LookupKeyParams struct {
 }
 
 type LookupKeyRow struct {
-	Idle            bool
+	Held            pgtype.Bool
+	Found           bool
 	Fingerprint     []byte
 	Status          pgtype.Text
 	RecoveryPoint   pgtype.Text
+	Generation      pgtype.Int8
+	Attempt         pgtype.Int4
 	ResponseStatus  pgtype.Int4
 	ResponseHeaders []byte
 	ResponseBody    []byte
 	Expired         bool
-	LeaseExpired    bool
+	LeaseLeftMs     int64
 }
 
 // Queries of the idempotency key store. Every query is keyed by the full
 // primary key (scope, operation, key), so the table can be sharded by scope.
-// Reads a key without writing: replays, 409s and 422s commit nothing.
-// idle is false while a claimant holds the key's advisory lock, which is how
-// an atomic attempt, whose row is not yet committed, is seen as in flight.
-// The shared lock taken here lasts only for this statement.
+// Reads a key without writing: replays, 409s and 422s commit nothing. It
+// reports facts and the engine decides. held is true while a claimant holds
+// the key's advisory lock, which is how an atomic attempt, whose row is not
+// yet committed, is seen as in flight. The shared lock taken here lasts
+// only for this statement.
 func (q *Queries) LookupKey(ctx context.Context, arg LookupKeyParams) (LookupKeyRow, error) {
 	row := q.db.QueryRow(ctx, lookupKey,
 		arg.LockID,
@@ -329,15 +357,18 @@ func (q *Queries) LookupKey(ctx context.Context, arg LookupKeyParams) (LookupKey
 	)
 	var i LookupKeyRow
 	err := row.Scan(
-		&i.Idle,
+		&i.Held,
+		&i.Found,
 		&i.Fingerprint,
 		&i.Status,
 		&i.RecoveryPoint,
+		&i.Generation,
+		&i.Attempt,
 		&i.ResponseStatus,
 		&i.ResponseHeaders,
 		&i.ResponseBody,
 		&i.Expired,
-		&i.LeaseExpired,
+		&i.LeaseLeftMs,
 	)
 	return i, err
 }
@@ -427,7 +458,8 @@ func (q *Queries) SetRecoveryPoint(ctx context.Context, arg SetRecoveryPointPara
 
 const startPhase = `-- name: StartPhase :one
 WITH lock AS (
-    SELECT pg_advisory_xact_lock($6::bigint)
+    SELECT pg_advisory_xact_lock($6::bigint),
+        set_config('idle_in_transaction_session_timeout', $7::bigint::text, true) AS idle_timeout
 )
 UPDATE idempotency_keys AS k
 SET locked_until = now() + $1::bigint * interval '1 millisecond'
@@ -438,19 +470,21 @@ RETURNING k.recovery_point
 `
 
 type StartPhaseParams struct {
-	LeaseMs   int64
-	Scope     string
-	Operation string
-	Key       string
-	Attempt   int32
-	LockID    int64
+	LeaseMs       int64
+	Scope         string
+	Operation     string
+	Key           string
+	Attempt       int32
+	LockID        int64
+	IdleTimeoutMs int64
 }
 
 // Starts a phase of a phased attempt inside the phase's transaction: it
 // takes the key's advisory lock, so lookups see the key busy and a
 // takeover cannot start while the phase runs, checks that the row still
 // belongs to this attempt (no row: the lease was taken over or the
-// attempt swept), and extends the lease.
+// attempt swept), and extends the lease. Like a claim, the phase's
+// transaction may sit idle for at most idle_timeout_ms.
 func (q *Queries) StartPhase(ctx context.Context, arg StartPhaseParams) (string, error) {
 	row := q.db.QueryRow(ctx, startPhase,
 		arg.LeaseMs,
@@ -459,6 +493,7 @@ func (q *Queries) StartPhase(ctx context.Context, arg StartPhaseParams) (string,
 		arg.Key,
 		arg.Attempt,
 		arg.LockID,
+		arg.IdleTimeoutMs,
 	)
 	var recovery_point string
 	err := row.Scan(&recovery_point)

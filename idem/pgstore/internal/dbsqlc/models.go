@@ -22,6 +22,7 @@ type IdempotencyKey struct {
 	CreatedAt       pgtype.Timestamptz
 	ExpiresAt       pgtype.Timestamptz
 	Attempt         int32
+	Generation      int64
 }
 
 type IdempotencySecret struct {
