@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -144,5 +145,38 @@ func TestScopeValidation(t *testing.T) {
 	}
 	if calls != 2 || store.Len() != 2 {
 		t.Fatalf("%d runs and %d keys for two tenants, want 2 and 2", calls, store.Len())
+	}
+}
+
+// failingStore fails its lookups with err, to check the engine's answer to
+// each class of store error.
+type failingStore struct {
+	*memstore.Store
+	err error
+}
+
+func (s failingStore) Lookup(context.Context, idem.ID) (idem.Record, error) {
+	return idem.Record{}, s.err
+}
+
+// The engine answers a store error by its class alone.
+func TestStoreErrorAnswers(t *testing.T) {
+	op := &idem.Operation{Name: "op", TTL: time.Hour, Lease: time.Minute}
+	for _, tc := range []struct {
+		err        error
+		status     int
+		typ        string
+		retryAfter bool
+	}{
+		{fmt.Errorf("lookup: %w: connection refused", idem.ErrStoreUnavailable), 503, idem.TypeStoreUnavailable, true},
+		{fmt.Errorf("lookup: %w: invalid byte sequence", idem.ErrStoreRejectedInput), 400, idem.TypeInvalidRequest, false},
+		{errors.New("lookup: relation \"idempotency_keys\" does not exist"), 500, idem.TypeStoreMisconfigured, false},
+	} {
+		e := idem.NewEngine(failingStore{memstore.New(memstore.Options{}), tc.err}, idem.Options{Logger: quiet})
+		calls := 0
+		resp, err := serve(t, e, op, http.Header{idem.HeaderKey: {"k"}}, created(&calls))
+		if err != nil || resp.Status != tc.status || !strings.Contains(string(resp.Body), tc.typ) || (resp.Header.Get("Retry-After") != "") != tc.retryAfter || calls != 0 {
+			t.Errorf("%v: %v %d %s %v, %d runs; want %d %s", tc.err, err, resp.Status, resp.Body, resp.Header, calls, tc.status, tc.typ)
+		}
 	}
 }

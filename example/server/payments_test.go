@@ -198,3 +198,63 @@ func TestConcurrentSamePaymentChargesOnce(t *testing.T) {
 		t.Fatalf("%d payments, want 1", c)
 	}
 }
+
+// expireKey makes a key's TTL pass, as a day going by would.
+func (e *env) expireKey(key string) {
+	e.t.Helper()
+	if _, err := e.pool.Exec(e.t.Context(), `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE key = $1`, key); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// A payment key reused after its TTL is a new payment: its derived keys
+// are new, so the payment reference is fresh and the provider charges
+// again, instead of a 500 on the old reference or the old charge.
+func TestDerivedKeysChangeAfterTTL(t *testing.T) {
+	e := newEnv(t, nil)
+	orderID := e.newOrder()
+	first := e.pay("p1", orderID, 1250)
+	if first.status != 201 {
+		t.Fatalf("first: %d %s", first.status, first.body)
+	}
+	e.expireKey("p1")
+	second := e.pay("p1", orderID, 1250)
+	if second.status != 201 || second.header.Get("Idempotent-Replayed") != "" || string(second.body) == string(first.body) {
+		t.Fatalf("reuse after the TTL: %d %v %s, want a new 201 (first was %s)", second.status, second.header, second.body, first.body)
+	}
+	if n := e.count(`SELECT count(DISTINCT reference) FROM payments`); n != 2 {
+		t.Fatalf("%d payment references, want 2", n)
+	}
+	if g := e.count(`SELECT generation FROM idempotency_keys WHERE key = 'p1'`); g != 2 {
+		t.Fatalf("generation %d, want 2", g)
+	}
+	e.expectPSP(psp.Stats{Requests: 2, Charges: 2})
+}
+
+// A payment that stopped partway keeps its key past the TTL: a different
+// request with the key gets 422 instead of restarting it from the first
+// phase, and the same request resumes it and charges once.
+func TestExpiredInFlightDifferentRequest(t *testing.T) {
+	e := newEnv(t, nil)
+	orderID := e.newOrder()
+	e.pspDown.Store(true)
+	if r := e.pay("p1", orderID, 1250); r.status != 500 || !strings.Contains(r.problem(t).Detail, `"payment_created"`) {
+		t.Fatalf("provider down: %d %s, want a 500 naming the kept step", r.status, r.body)
+	}
+	e.pspDown.Store(false)
+	e.expireKey("p1")
+	if r := e.pay("p1", orderID, 999); r.status != 422 || r.problem(t).Type != idem.TypeKeyReused {
+		t.Fatalf("a different request on the expired key in flight: %d %s, want 422", r.status, r.body)
+	}
+	ok := e.pay("p1", orderID, 1250)
+	if ok.status != 201 {
+		t.Fatalf("the same request: %d %s, want it resumed", ok.status, ok.body)
+	}
+	if n := e.count(`SELECT count(*) FROM payments`); n != 1 {
+		t.Fatalf("%d payments, want 1", n)
+	}
+	if g := e.count(`SELECT generation FROM idempotency_keys WHERE key = 'p1'`); g != 1 {
+		t.Fatalf("generation %d, want 1: a takeover continues the generation", g)
+	}
+	e.expectPSP(psp.Stats{Requests: 1, Charges: 1})
+}

@@ -151,6 +151,11 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if err := orders.Migrate(ctx, s.pool); err != nil {
 		return nil, err
 	}
+	// Migrate made the schema, so this passes here; a server whose
+	// migrations run elsewhere fails at start instead of serving 500s.
+	if err := pgstore.Check(ctx, s.pool); err != nil {
+		return nil, err
+	}
 	addr := cfg.Addr
 	if addr == "" {
 		addr = "127.0.0.1:0"

@@ -1,0 +1,57 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ErrSchema reports a key store whose tables are missing, older than this
+// code, or out of the server's reach; Check's errors match it.
+var ErrSchema = errors.New("pgstore: the key store's schema is not ready")
+
+// schemaProbes read every column the store's queries use, newest
+// migration last, so that the first one to fail names what is missing.
+var schemaProbes = []struct {
+	migration string
+	sql       string
+}{
+	{"0001_idempotency_keys", `SELECT scope, operation, key, fingerprint, status, locked_until, recovery_point,
+		response_status, response_headers, response_body, created_at, expires_at FROM idempotency_keys WHERE false`},
+	{"0002_phased_attempts", `SELECT attempt FROM idempotency_keys WHERE false`},
+	{"0002_phased_attempts", `SELECT secret FROM idempotency_secret WHERE false`},
+	{"0003_key_generations", `SELECT generation FROM idempotency_keys WHERE false`},
+}
+
+// Check verifies that db holds the key store's tables, as new as this
+// code needs, and that the connecting role may use them. Call it at
+// start, after connecting: a server that starts on a missing or old
+// schema would answer every annotated request with a 500. Its error says
+// what to run.
+func Check(ctx context.Context, db DB) error {
+	for _, p := range schemaProbes {
+		_, err := db.Exec(ctx, p.sql)
+		if err == nil {
+			continue
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) {
+			return fmt.Errorf("pgstore: check the key store's schema: %w", err)
+		}
+		switch pgErr.Code {
+		case "42P01": // undefined_table
+			if p.migration == "0001_idempotency_keys" {
+				return fmt.Errorf("%w: the table idempotency_keys is missing (%s); apply the key-store migrations: call pgstore.Migrate at start, or run the files `idemgen migrations` writes with your migration tool", ErrSchema, pgErr.Message)
+			}
+			fallthrough
+		case "42703": // undefined_column
+			return fmt.Errorf("%w: it is older than this code (%s); apply migration %s and those after it: call pgstore.Migrate, or run the files `idemgen migrations` writes", ErrSchema, pgErr.Message, p.migration)
+		case "42501": // insufficient_privilege
+			return fmt.Errorf("%w: the database role may not use the key store (%s); grant it SELECT, INSERT, UPDATE and DELETE on idempotency_keys and SELECT on idempotency_secret", ErrSchema, pgErr.Message)
+		}
+		return fmt.Errorf("pgstore: check the key store's schema: %w", err)
+	}
+	return nil
+}
