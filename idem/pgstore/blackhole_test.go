@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -25,7 +26,10 @@ type proxy struct {
 	ln       net.Listener
 	upstream func() (net.Conn, error)
 	holed    atomic.Bool
-	once     sync.Once
+	// holeAfter, when set, black-holes the proxy right after it forwards
+	// a client message that contains it.
+	holeAfter atomic.Pointer[string]
+	once      sync.Once
 	mu       sync.Mutex
 	conns    []net.Conn
 	wg       sync.WaitGroup
@@ -61,14 +65,14 @@ func (p *proxy) serve() {
 		p.conns = append(p.conns, client, server)
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go p.pipe(server, client)
-		go p.pipe(client, server)
+		go p.pipe(server, client, true)
+		go p.pipe(client, server, false)
 	}
 }
 
 // pipe copies src to dst until either closes, dropping what it reads
 // while the proxy is black-holed.
-func (p *proxy) pipe(dst, src net.Conn) {
+func (p *proxy) pipe(dst, src net.Conn, fromClient bool) {
 	defer p.wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
@@ -76,6 +80,9 @@ func (p *proxy) pipe(dst, src net.Conn) {
 		if n > 0 && !p.holed.Load() {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
+			}
+			if marker := p.holeAfter.Load(); fromClient && marker != nil && bytes.Contains(bytes.ToLower(buf[:n]), []byte(*marker)) {
+				p.holed.Store(true)
 			}
 		}
 		if err != nil {
@@ -109,26 +116,7 @@ func TestBlackholedConnectionReleasesKey(t *testing.T) {
 	if _, err := direct.Exec(ctx, `CREATE TABLE orders (id serial PRIMARY KEY, key text NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pgxpool.ParseConfig(direct.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
-	network := "tcp"
-	if len(cfg.ConnConfig.Host) > 0 && cfg.ConnConfig.Host[0] == '/' {
-		network, target = "unix", cfg.ConnConfig.Host+"/.s.PGSQL."+strconv.Itoa(int(cfg.ConnConfig.Port))
-	}
-	p := startProxy(t, func() (net.Conn, error) { return net.Dial(network, target) })
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = "127.0.0.1", uint16(p.addr().Port), nil
-	cfg.ConnConfig.TLSConfig = nil
-	partitioned, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The partition ends before the pool closes, so that closing does not
-	// wait on silent connections.
-	t.Cleanup(func() { p.close(); partitioned.Close() })
-
+	p, partitioned := proxied(t, direct)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	const lease = 2 * time.Second
 	op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: lease}
@@ -167,6 +155,7 @@ func TestBlackholedConnectionReleasesKey(t *testing.T) {
 	start := time.Now()
 	deadline := start.Add(time.Minute) // far past the bound; without it, the key would be held for good
 	var resp *idem.Response
+	var err error
 	for {
 		resp, err = serve(retry, nil)
 		if err != nil || resp.Status != 409 || time.Now().After(deadline) {
@@ -193,5 +182,74 @@ func TestBlackholedConnectionReleasesKey(t *testing.T) {
 	}
 	if orders != 1 || runs.Load() != 2 {
 		t.Fatalf("%d orders after %d runs; want the lost attempt's insert rolled back and the retry's committed", orders, runs.Load())
+	}
+}
+
+// proxied returns a pool on the same database as direct that connects
+// through a proxy, and the proxy.
+func proxied(t *testing.T, direct *pgxpool.Pool) (*proxy, *pgxpool.Pool) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(direct.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
+	network := "tcp"
+	if len(cfg.ConnConfig.Host) > 0 && cfg.ConnConfig.Host[0] == '/' {
+		network, target = "unix", cfg.ConnConfig.Host+"/.s.PGSQL."+strconv.Itoa(int(cfg.ConnConfig.Port))
+	}
+	p := startProxy(t, func() (net.Conn, error) { return net.Dial(network, target) })
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = "127.0.0.1", uint16(p.addr().Port), nil
+	cfg.ConnConfig.TLSConfig = nil
+	partitioned, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The partition ends before the pool closes, so that closing does not
+	// wait on silent connections.
+	t.Cleanup(func() { p.close(); partitioned.Close() })
+	return p, partitioned
+}
+
+// When the acknowledgement of an attempt's COMMIT is lost, the attempt may
+// have committed: the 503 says so, and the retry returns the stored
+// result instead of running again.
+func TestLostCommitAcknowledgement(t *testing.T) {
+	ctx := context.Background()
+	direct := newPool(t, nil)
+	if _, err := direct.Exec(ctx, `CREATE TABLE orders (id serial PRIMARY KEY, key text NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	p, partitioned := proxied(t, direct)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Second}
+	var runs atomic.Int64
+	serve := func(e *idem.Engine[pgx.Tx]) (*idem.Response, error) {
+		r, _ := http.NewRequest("POST", "/orders", nil)
+		r.Header.Set(idem.HeaderKey, "k1")
+		return e.Serve(idem.WithRequest(ctx, r), op, []byte("fp"), func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+			runs.Add(1)
+			if _, err := at.Tx().Exec(ctx, `INSERT INTO orders (key) VALUES ('k1')`); err != nil {
+				return nil, err
+			}
+			return func(w http.ResponseWriter) error { w.WriteHeader(201); return nil }, nil
+		})
+	}
+	marker := "commit\x00" // pgx's COMMIT, a simple query message
+	p.holeAfter.Store(&marker)
+	resp, err := serve(idem.NewEngine(pgstore.New(partitioned, pgstore.Options{}), idem.Options{Logger: quiet}))
+	if err != nil || resp.Status != 503 || !bytes.Contains(resp.Body, []byte("may have run")) {
+		t.Fatalf("lost commit acknowledgement: %+v, %v; want a 503 saying the request may have run", resp, err)
+	}
+	retry, err := serve(idem.NewEngine(pgstore.New(direct, pgstore.Options{}), idem.Options{Logger: quiet}))
+	if err != nil || retry.Status != 201 || !retry.Replayed {
+		t.Fatalf("retry: %+v, %v; want the committed 201, replayed", retry, err)
+	}
+	var orders int
+	if err := direct.QueryRow(ctx, `SELECT count(*) FROM orders`).Scan(&orders); err != nil {
+		t.Fatal(err)
+	}
+	if orders != 1 || runs.Load() != 1 {
+		t.Fatalf("%d orders after %d runs, want 1 and 1", orders, runs.Load())
 	}
 }
