@@ -11,18 +11,14 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/generator"
+	"github.com/idemgen/idemgen/internal/realspecs"
 )
-
-// specsDir holds real public specs beside the repository (see its
-// README.md and INDEX.tsv). CI always has it, so a missing directory fails
-// the test instead of skipping it.
-const specsDir = "../../shared/specs"
 
 // indexedSpecs returns the operation count of each spec INDEX.tsv lists,
 // by file name.
 func indexedSpecs(t *testing.T) map[string]int {
 	t.Helper()
-	index, err := os.ReadFile(filepath.Join(specsDir, "INDEX.tsv"))
+	index, err := os.ReadFile(filepath.Join(realspecs.Dir(t), "INDEX.tsv"))
 	if err != nil {
 		t.Fatalf("the real specs are missing: %v", err)
 	}
@@ -104,11 +100,13 @@ var realSpecCases = []struct {
 	},
 }
 
-// TestRealSpecs runs Generate on every spec in specsDir, without
+// TestRealSpecs runs Generate on every spec of the real-spec corpus (see
+// internal/realspecs), without
 // annotations and with some. Each must succeed or fail with a message that
 // names the cause; none may panic, and the small ones' output must
 // compile.
 func TestRealSpecs(t *testing.T) {
+	specsDir := realspecs.Dir(t)
 	index := indexedSpecs(t)
 	covered := map[string]bool{}
 	for _, tc := range realSpecCases {

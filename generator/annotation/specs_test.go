@@ -11,12 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemgen/idemgen/internal/realspecs"
 	"gopkg.in/yaml.v3"
 )
-
-// specsDir holds real public specs beside the repository; CI always has
-// it, so a missing directory fails the tests instead of skipping them.
-const specsDir = "../../../shared/specs"
 
 // realSpec is one spec listed in INDEX.tsv.
 type realSpec struct {
@@ -27,6 +24,7 @@ type realSpec struct {
 // realSpecs returns the specs listed in INDEX.tsv.
 func realSpecs(t testing.TB) []realSpec {
 	t.Helper()
+	specsDir := realspecs.Dir(t)
 	index, err := os.ReadFile(filepath.Join(specsDir, "INDEX.tsv"))
 	if err != nil {
 		t.Fatalf("the real specs are missing: %v", err)
@@ -191,7 +189,7 @@ func isNumberTag(tag string) bool { return tag == "!!int" || tag == "!!float" }
 // BenchmarkReadStripe measures Read on the largest real spec (4 MB of
 // YAML, 468 operations).
 func BenchmarkReadStripe(b *testing.B) {
-	src := readSpec(b, filepath.Join(specsDir, "stripe-openapi__spec3-2023-09.yaml"))
+	src := readSpec(b, filepath.Join(realspecs.Dir(b), "stripe-openapi__spec3-2023-09.yaml"))
 	b.SetBytes(int64(len(src)))
 	b.ReportAllocs()
 	for b.Loop() {
