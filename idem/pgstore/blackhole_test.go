@@ -30,9 +30,9 @@ type proxy struct {
 	// a client message that contains it.
 	holeAfter atomic.Pointer[string]
 	once      sync.Once
-	mu       sync.Mutex
-	conns    []net.Conn
-	wg       sync.WaitGroup
+	mu        sync.Mutex
+	conns     []net.Conn
+	wg        sync.WaitGroup
 }
 
 func startProxy(t *testing.T, upstream func() (net.Conn, error)) *proxy {
