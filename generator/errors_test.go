@@ -84,7 +84,7 @@ func TestGenerateRejectsBadAnnotations(t *testing.T) {
           description: ok
 `,
 			line: 11, col: 9,
-			msg: `x-idempotent: unknown key "retries"; expected one of required, ttl, lease, mode, recovery-points, fingerprint`,
+			msg: `x-idempotent: unknown key "retries"; expected one of required, ttl, lease, mode, recovery-points, fingerprint, scope`,
 		},
 		{
 			name: "octet-stream request body",
@@ -197,6 +197,51 @@ func TestGenerateRejectsBadAnnotations(t *testing.T) {
 `,
 			line: 10, col: 21,
 			msg: `x-idempotent on POST /things: fingerprint.exclude X-Trace: the operation has no parameter "X-Trace"; expected one of X-Trace-Id, or a JSON pointer into the body starting with /`,
+		},
+		{
+			name: "scope header the operation does not declare",
+			operation: `    post:
+      operationId: createThing
+      x-idempotent:
+        scope: {header: X-Tenant, function: true}
+      parameters:
+        - name: X-Account-Id
+          in: header
+          schema:
+            type: string
+        - name: Idempotency-Key
+          in: header
+          schema:
+            type: string
+        - name: x-org-id
+          in: header
+          schema:
+            type: string
+      responses:
+        "201":
+          description: ok
+`,
+			line: 10, col: 25,
+			msg: `x-idempotent on POST /things: scope.header X-Tenant: the operation declares no header parameter "X-Tenant"; expected one of X-Account-Id, x-org-id`,
+		},
+		{
+			name: "scope header on an operation without header parameters",
+			operation: `    post:
+      operationId: createThing
+      x-idempotent:
+        scope:
+          header: tenant
+      parameters:
+        - name: tenant
+          in: query
+          schema:
+            type: string
+      responses:
+        "201":
+          description: ok
+`,
+			line: 11, col: 19,
+			msg: `x-idempotent on POST /things: scope.header tenant: the operation declares no header parameter "tenant"; expected a header parameter declared on the operation`,
 		},
 		{
 			name: "phase method named like an operation",

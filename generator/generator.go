@@ -32,6 +32,9 @@ type Result struct {
 	Files []File
 	// Operations counts the spec's operations; Idempotent the annotated ones.
 	Operations, Idempotent int
+	// Warnings are problems that do not stop generation, each
+	// "file:line:col: warning: ...", in the order of the spec's text.
+	Warnings []string
 }
 
 var tmpl = template.Must(template.New("").ParseFS(templates.FS, "*.tmpl"))
@@ -47,15 +50,15 @@ func Generate(cfg *Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	oapiSrc, defs, err := runOapiCodegen(specPath, cfg)
+	oapi, err := runOapiCodegen(specPath, cfg)
 	if err != nil {
 		return nil, err
 	}
-	m, err := buildModel(cfg, annotated, defs)
+	m, err := buildModel(cfg, annotated, oapi.defs, oapi.security)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkNames(specPath, oapiSrc, m); err != nil {
+	if err := checkNames(specPath, oapi.src, m); err != nil {
 		return nil, err
 	}
 	mount, err := render("mount-"+cfg.Server+".go.tmpl", m)
@@ -67,14 +70,14 @@ func Generate(cfg *Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Operations: len(m.Operations)}
+	res := &Result{Operations: len(m.Operations), Warnings: m.Warnings}
 	for _, op := range m.Operations {
 		if op.Idempotent {
 			res.Idempotent++
 		}
 	}
 	res.Files = append(res.Files,
-		File{filepath.Join(cfg.Output.Dir, "oapi.gen.go"), oapiSrc},
+		File{filepath.Join(cfg.Output.Dir, "oapi.gen.go"), oapi.src},
 		File{filepath.Join(cfg.Output.Dir, "idempotency.gen.go"), layer},
 	)
 	sqlFiles, err := sqlFiles(cfg)

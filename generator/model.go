@@ -1,6 +1,7 @@
 package generator
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"mime"
@@ -24,6 +25,12 @@ type model struct {
 	// Mount is the server kind's code that builds the http.Handler,
 	// rendered from mount-<kind>.go.tmpl.
 	Mount string
+	// ScopePanic is the message NewIdempotentStrictServer panics with
+	// when an operation's spec says idem.Options.Scope scopes its keys
+	// and it is nil; "" when no operation says so.
+	ScopePanic string
+	// Warnings are for Result.Warnings.
+	Warnings []string
 }
 
 // operation is one operation of the spec, as the layer sees it.
@@ -40,6 +47,12 @@ type operation struct {
 	TTL, Lease  string // Go expressions
 	TTLText     string
 	Exclude     []string
+	// ScopeHeader is the header parameter that scopes keys, as the spec
+	// spells it; "" when there is none.
+	ScopeHeader string
+	// ScopeDoc describes the scope for the interface's comment; "" when
+	// the spec sets none.
+	ScopeDoc string
 	// Go expressions for the fingerprint's parts.
 	PathParams, QueryParams, HeaderParams, Body string
 	// Multipart is the request field holding a multipart body, read
@@ -73,7 +86,7 @@ func (op operation) Phases() string    { return op.GoName + "Phases" }
 // Last is the last recovery point, whose phase responds.
 func (op operation) Last() recoveryPoint { return op.Points[len(op.Points)-1] }
 
-func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.OperationDefinition) (*model, error) {
+func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.OperationDefinition, security openapi3.SecurityRequirements) (*model, error) {
 	m := &model{Spec: cfg.specFromOutput(), Package: cfg.Output.Package}
 	byRoute := make(map[string]annotation.Operation, len(annotated))
 	for _, a := range annotated {
@@ -81,6 +94,8 @@ func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.Op
 	}
 	matched := make(map[string]bool, len(annotated))
 	var errs []error
+	var warnings []warning
+	var scopedByGo []string
 	for _, d := range defs {
 		if d.IsAlias {
 			continue
@@ -103,6 +118,12 @@ func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.Op
 			if err := annotate(&op, a, d); err != nil {
 				errs = append(errs, err)
 			}
+			if w := scopeWarning(a, d, security); w != "" {
+				warnings = append(warnings, warning{a.Pos, w})
+			}
+			if a.Scope.Function {
+				scopedByGo = append(scopedByGo, op.Name)
+			}
 			m.Idempotent = true
 			m.Phased = m.Phased || op.Phased()
 		}
@@ -117,6 +138,16 @@ func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.Op
 	errs = append(errs, checkPhaseNames(m.Operations)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
+	}
+	if len(scopedByGo) > 0 {
+		m.ScopePanic = scopePanic(m.Package, scopedByGo)
+	}
+	// In the order of the spec's text, like the annotation errors.
+	slices.SortStableFunc(warnings, func(a, b warning) int {
+		return cmp.Or(cmp.Compare(a.pos.Line, b.pos.Line), cmp.Compare(a.pos.Column, b.pos.Column))
+	})
+	for _, w := range warnings {
+		m.Warnings = append(m.Warnings, w.text)
 	}
 	return m, nil
 }
@@ -135,6 +166,14 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	op.KeyOptional = !a.Required
 	op.TTL, op.Lease = durationExpr(a.TTL), durationExpr(a.Lease)
 	op.TTLText = durationText(a.TTL)
+	if a.Scope.Header != "" {
+		header, err := scopeHeader(d, a)
+		if err != nil {
+			return err
+		}
+		op.ScopeHeader = header
+	}
+	op.ScopeDoc = scopeDoc(a.Scope, op.ScopeHeader)
 	if a.Mode == annotation.ModePhased {
 		for _, p := range a.RecoveryPoints {
 			goName := annotation.GoName(p)

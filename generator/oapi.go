@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"sync"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/util"
 )
@@ -14,15 +15,25 @@ import (
 // variables, so two runs in one process must not overlap.
 var oapiMu sync.Mutex
 
+// oapiOutput is what oapi-codegen makes of the spec.
+type oapiOutput struct {
+	src []byte // the Go code
+	// defs are oapi-codegen's definitions of the operations, whose Go
+	// names the idempotency layer must match.
+	defs []codegen.OperationDefinition
+	// security is the document's security, which operations without
+	// their own inherit.
+	security openapi3.SecurityRequirements
+}
+
 // runOapiCodegen generates models, the std-http server and the strict
-// server for the spec, and returns oapi-codegen's definitions of its
-// operations, whose Go names the idempotency layer must match.
-func runOapiCodegen(specPath string, cfg *Config) (src []byte, defs []codegen.OperationDefinition, err error) {
+// server for the spec.
+func runOapiCodegen(specPath string, cfg *Config) (out oapiOutput, err error) {
 	oapiMu.Lock()
 	defer oapiMu.Unlock()
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("%s: oapi-codegen failed on this spec (panic: %v); simplify the construct it names or report it upstream\n%s", specPath, p, debug.Stack())
+			out, err = oapiOutput{}, fmt.Errorf("%s: oapi-codegen failed on this spec (panic: %v); simplify the construct it names or report it upstream\n%s", specPath, p, debug.Stack())
 		}
 	}()
 
@@ -31,7 +42,7 @@ func runOapiCodegen(specPath string, cfg *Config) (src []byte, defs []codegen.Op
 		AllowRemoteRefsFrom: []string{},
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: load spec: %w", specPath, err)
+		return oapiOutput{}, fmt.Errorf("%s: load spec: %w", specPath, err)
 	}
 	conf := codegen.Configuration{
 		PackageName: cfg.Output.Package,
@@ -43,17 +54,17 @@ func runOapiCodegen(specPath string, cfg *Config) (src []byte, defs []codegen.Op
 		OutputOptions: cfg.OapiCodegen.OutputOptions,
 	}
 	if err := conf.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("oapi-codegen options: %w", err)
+		return oapiOutput{}, fmt.Errorf("oapi-codegen options: %w", err)
 	}
 	code, err := codegen.Generate(spec, conf)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: oapi-codegen: %w", specPath, err)
+		return oapiOutput{}, fmt.Errorf("%s: oapi-codegen: %w", specPath, err)
 	}
-	defs, err = codegen.OperationDefinitions(spec)
+	defs, err := codegen.OperationDefinitions(spec)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: oapi-codegen operations: %w", specPath, err)
+		return oapiOutput{}, fmt.Errorf("%s: oapi-codegen operations: %w", specPath, err)
 	}
-	return retitle(code, cfg.specFromOutput()), defs, nil
+	return oapiOutput{src: retitle(code, cfg.specFromOutput()), defs: defs, security: spec.Security}, nil
 }
 
 // oapiCodegenPath is the module whose version the header names.

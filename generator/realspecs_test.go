@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,6 +57,9 @@ var realSpecCases = []struct {
 	want string
 	// compile builds and vets the output.
 	compile bool
+	// warning is the one warning expected, after the spec's path and
+	// the annotation's ":line:col: "; "" for none.
+	warning string
 }{
 	{file: "Adyen-adyen-openapi__CheckoutService-v71.json"},
 	{
@@ -81,6 +85,13 @@ var realSpecCases = []struct {
 		compile: true,
 	},
 	{file: "XeroAPI-Xero-OpenAPI__xero_accounting.yaml"},
+	{
+		// Every operation names its tenant by a header and requires OAuth2.
+		file:     "XeroAPI-Xero-OpenAPI__xero_accounting.yaml",
+		annotate: true,
+		warning: "warning: x-idempotent on POST /Accounts/{AccountID}: keys are shared by every caller, but the operation declares header xero-tenant-id and requires security scheme OAuth2; " +
+			"set scope: {header: xero-tenant-id} in x-idempotent or x-idempotency, scope: {function: true} if idem.Options.Scope scopes keys in Go, or scope: none if callers may share keys",
+	},
 	{file: "discord-api-spec__openapi.json"},
 	{
 		file: "openai-openapi__openapi-2023-11-3.0.yaml",
@@ -144,6 +155,13 @@ func TestRealSpecs(t *testing.T) {
 				want := 0
 				if tc.annotate {
 					want = 1
+				}
+				var warnings []string
+				if tc.warning != "" {
+					warnings = []string{spec + pos + tc.warning}
+				}
+				if !slices.Equal(res.Warnings, warnings) {
+					t.Errorf("warnings %q, want %q", res.Warnings, warnings)
 				}
 				if res.Operations != ops || res.Idempotent != want {
 					t.Errorf("%d operations, %d idempotent; want %d and %d", res.Operations, res.Idempotent, ops, want)

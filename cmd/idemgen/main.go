@@ -47,7 +47,7 @@ Add to a Go file next to the config:
 
 Flags:
   -config FILE   the configuration file (default idemgen.yaml)
-  -q             print nothing but errors
+  -q             print nothing but errors and warnings
 `
 
 const annotationsHelp = `Annotate the operations that must be idempotent:
@@ -56,6 +56,7 @@ const annotationsHelp = `Annotate the operations that must be idempotent:
     ttl: 24h                  #   how long a stored response is replayed (default 24h)
     lease: 1m                 #   how long an attempt holds its key (default 1m)
     required: true            #   whether the Idempotency-Key header is required (default true)
+    scope: {header: X-Account-Id}   # what keys are scoped by (default: nothing; see below)
   paths:
     /orders:
       post:
@@ -72,6 +73,7 @@ const annotationsHelp = `Annotate the operations that must be idempotent:
           lease: 30s
           fingerprint:
             exclude: [/metadata/trace_id, X-Trace-Id]   # body pointers and parameters that do not count
+          scope: {function: true}   # replaces the default: idem.Options.Scope computes it in Go
 
     /payments:
       post:
@@ -97,6 +99,22 @@ operation, its path, query and header parameters (the Idempotency-Key aside)
 and its decoded body. fingerprint.exclude leaves out JSON pointers into the
 body (starting with /) and parameters by name (headers in any case); both are
 checked against the spec.
+
+scope keeps one caller's keys apart from another's: the same key under two
+scopes is two keys. It takes
+  {header: NAME}     the value of a header parameter the operation declares;
+                     a request without it gets a 400
+  {function: true}   what idem.Options.Scope(ctx, r), your Go function,
+                     returns; it sees what the middlewares put in the context
+                     (a principal, say). The constructor panics if it is nil.
+  {header: NAME, function: true}
+                     both, joined: keys are per principal per tenant
+  none               nothing: every caller shares the keys, on purpose
+An operation's scope replaces the document's whole. idem.Options.Scope, when
+set, applies to every operation, whatever the spec says. An annotated
+operation without a scope that declares a header such as X-Tenant-Id or
+X-Account-Id, or that requires security, gets a warning (printed even with
+-q; warnings never fail generate or check).
 
 x-idempotent is refused, with the file, line and column, on GET/HEAD/OPTIONS/
 TRACE and on streaming or binary bodies (text/event-stream, NDJSON,
@@ -157,7 +175,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage+"\n"+annotationsHelp) }
 	configPath := fs.String("config", "idemgen.yaml", "the configuration file")
-	quiet := fs.Bool("q", false, "print nothing but errors")
+	quiet := fs.Bool("q", false, "print nothing but errors and warnings")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -179,6 +197,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen: %v\n", err)
 		return 1
+	}
+	// Warnings are kept with -q: each points at something in the spec
+	// that may be a mistake, which a quiet run must not hide. They do
+	// not fail the run, so that a team can decide in its own time.
+	for _, w := range res.Warnings {
+		fmt.Fprintf(stderr, "idemgen: %s\n", w)
 	}
 	dir := filepath.Dir(*configPath)
 	summary := fmt.Sprintf("%s: %d operations, %d idempotent", cfg.Spec, res.Operations, res.Idempotent)

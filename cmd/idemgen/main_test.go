@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,7 +33,8 @@ func TestHelp(t *testing.T) {
 		want []string
 	}{
 		{[]string{"help"}, []string{"Usage:", "idemgen check", "idemgen sweep [-database-url URL]", "idemgen reap [", "x-idempotent: true", "x-idempotent:\n", "ttl: 7d"}},
-		{[]string{"help", "annotations"}, []string{"x-idempotent: true", "fingerprint:", "exclude: [/metadata/trace_id, X-Trace-Id]"}},
+		{[]string{"help", "annotations"}, []string{"x-idempotent: true", "fingerprint:", "exclude: [/metadata/trace_id, X-Trace-Id]",
+			"scope: {header: X-Account-Id}", "scope: {function: true}", "{header: NAME, function: true}", "none ", "gets a warning"}},
 		{[]string{"help", "config"}, []string{"spec: openapi.yaml", "format: golang-migrate", "skip-prune: true"}},
 	}
 	for _, tt := range tests {
@@ -220,6 +222,44 @@ func TestSpecError(t *testing.T) {
 	want := "idemgen: " + spec + `:16:26: x-idempotency-ttl: "1 day" is not a duration`
 	if code != 1 || !strings.HasPrefix(stderr, want) {
 		t.Errorf("exit %d, stderr\n%s\nwant 1 and an error starting\n%s", code, stderr, want)
+	}
+}
+
+// Warnings go to stderr on generate and check, before the summary, and
+// stay with -q; they do not fail either command.
+func TestWarnings(t *testing.T) {
+	config := copyCase(t)
+	spec := filepath.Join(filepath.Dir(config), "openapi.yaml")
+	src, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// createOrder, annotated without a scope, takes a tenant's header.
+	src = bytes.Replace(src, []byte("- name: X-Request-Id"), []byte("- name: X-Tenant-Id"), 1)
+	if err := os.WriteFile(spec, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	warning := "idemgen: " + spec + ":13:7: warning: x-idempotent on POST /accounts/{account_id}/orders: keys are shared by every caller, " +
+		"but the operation declares header X-Tenant-Id; set scope: {header: X-Tenant-Id} in x-idempotent or x-idempotency, " +
+		"scope: {function: true} if idem.Options.Scope scopes keys in Go, or scope: none if callers may share keys\n"
+	for _, args := range [][]string{
+		{"generate", "-config", config},
+		{"check", "-config", config},
+		{"-q", "-config", config},
+		{"check", "-q", "-config", config},
+	} {
+		code, stdout, stderr := idemgen(t, args...)
+		if code != 0 || stdout != "" {
+			t.Errorf("%q: exit %d, stdout %q; want 0 and nothing\n%s", args, code, stdout, stderr)
+		}
+		rest, ok := strings.CutPrefix(stderr, warning)
+		if !ok {
+			t.Errorf("%q printed\n%s\nwant it to start with\n%s", args, stderr, warning)
+			continue
+		}
+		if quiet := slices.Contains(args, "-q"); quiet != (rest == "") {
+			t.Errorf("%q printed after the warning\n%s", args, rest)
+		}
 	}
 }
 

@@ -26,11 +26,11 @@ type IdempotentServer[T any] interface {
 	CreateOrderBaseline(ctx context.Context, request CreateOrderBaselineRequestObject) (CreateOrderBaselineResponseObject, error)
 	// ListOrders serves GET /orders.
 	ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error)
-	// CreateOrder serves POST /orders: idempotent, key required, responses kept 24h.
+	// CreateOrder serves POST /orders: idempotent, key required, responses kept 24h, keys scoped by header X-Account-Id.
 	CreateOrder(ctx context.Context, at *idem.Attempt[T], request CreateOrderRequestObject) (CreateOrderResponseObject, error)
 	// GetOrder serves GET /orders/{id}.
 	GetOrder(ctx context.Context, request GetOrderRequestObject) (GetOrderResponseObject, error)
-	// CreatePayment serves POST /payments: idempotent, phased (payment_created, charge_created), key required, responses kept 24h.
+	// CreatePayment serves POST /payments: idempotent, phased (payment_created, charge_created), key required, responses kept 24h, keys scoped by header X-Account-Id.
 	CreatePaymentPhases[T]
 }
 
@@ -128,15 +128,17 @@ func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store
 		impl:   impl,
 		engine: idem.NewEngine(store, opts),
 		createOrderOp: idem.Operation{
-			Name:  "createOrder",
-			TTL:   24 * time.Hour,
-			Lease: time.Minute,
+			Name:        "createOrder",
+			TTL:         24 * time.Hour,
+			Lease:       time.Minute,
+			ScopeHeader: "X-Account-Id",
 		},
 		createPaymentOp: idem.Operation{
 			Name:           "createPayment",
 			TTL:            24 * time.Hour,
 			Lease:          5 * time.Second,
 			RecoveryPoints: []string{"payment_created", "charge_created"},
+			ScopeHeader:    "X-Account-Id",
 		},
 	}
 }

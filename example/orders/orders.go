@@ -50,15 +50,6 @@ type Service struct {
 
 var _ gen.IdempotentServer[pgx.Tx] = (*Service)(nil)
 
-// Scope returns the account a request acts for: idempotency keys are
-// scoped to it.
-func Scope(_ context.Context, r *http.Request) (string, error) {
-	if id := r.Header.Get("X-Account-Id"); id != "" {
-		return id, nil
-	}
-	return "", errors.New("the X-Account-Id header is missing")
-}
-
 // ProblemInvalidOrder is the problem type of a rejected order.
 const ProblemInvalidOrder = "https://example.com/problems/invalid-order"
 

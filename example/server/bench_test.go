@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/example/gen"
-	"github.com/idemgen/idemgen/example/orders"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/memstore"
 )
@@ -155,7 +154,7 @@ type benchHarness struct {
 
 func newBenchHarness(path string, payload []byte) *benchHarness {
 	handler := gen.NewIdempotentHandler(newBenchService(), memstore.New(memstore.Options{}), gen.IdempotentHandlerOptions{
-		Options: idem.Options{Scope: orders.Scope, Logger: slog.New(slog.DiscardHandler)},
+		Options: idem.Options{Logger: slog.New(slog.DiscardHandler)},
 	})
 	req := httptest.NewRequest(http.MethodPost, path, nil)
 	req.Header.Set("Content-Type", "application/json")

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/example/gen"
-	"github.com/idemgen/idemgen/example/orders"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/memstore"
 )
@@ -191,7 +190,7 @@ func FuzzGeneratedHandler(f *testing.F) {
 		store := memstore.New(memstore.Options{})
 		svc := &fakeService{store: store, runs: map[idem.ID]int{}}
 		h := gen.NewIdempotentHandler(svc, store, gen.IdempotentHandlerOptions{
-			Options:      idem.Options{Scope: orders.Scope, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+			Options:      idem.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 			MaxBodyBytes: limit,
 		})
 

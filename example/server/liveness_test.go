@@ -57,7 +57,7 @@ func TestDuplicateDuringPoolExhaustion(t *testing.T) {
 	// and reads that queued would wait as long.
 	store := pgstore.New(pool, pgstore.Options{AcquireTimeout: time.Minute})
 	srv := httptest.NewServer(gen.NewIdempotentHandler(svc, store, gen.IdempotentHandlerOptions{
-		Options: idem.Options{Scope: orders.Scope, Logger: quiet},
+		Options: idem.Options{Logger: quiet},
 	}))
 	t.Cleanup(srv.Close)
 	e := &env{t: t, pool: pool, svc: svc, url: srv.URL}
@@ -157,7 +157,7 @@ func TestAttemptOverBudgetIs503(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := pgstore.New(pool, pgstore.Options{AttemptConns: 1, AcquireTimeout: 100 * time.Millisecond})
 	srv := httptest.NewServer(gen.NewIdempotentHandler(svc, store, gen.IdempotentHandlerOptions{
-		Options: idem.Options{Scope: orders.Scope, Logger: quiet},
+		Options: idem.Options{Logger: quiet},
 	}))
 	t.Cleanup(srv.Close)
 	e := &env{t: t, pool: pool, svc: svc, url: srv.URL}

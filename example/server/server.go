@@ -73,7 +73,7 @@ type Server struct {
 // The strict middlewares run around every operation, outside the protocol.
 func Handler(impl gen.IdempotentServer[pgx.Tx], pool *pgxpool.Pool, log *slog.Logger, middlewares ...gen.StrictMiddlewareFunc) http.Handler {
 	return gen.NewIdempotentHandler(impl, pgstore.New(pool, pgstore.Options{}), gen.IdempotentHandlerOptions{
-		Options:           idem.Options{Scope: orders.Scope, Logger: log},
+		Options:           idem.Options{Logger: log},
 		StrictMiddlewares: middlewares,
 	})
 }

@@ -529,7 +529,7 @@ func TestBodyOverLimitIs413(t *testing.T) {
 	}
 	svc := &service{Service: &orders.Service{Pool: pool}}
 	srv := httptest.NewServer(gen.NewIdempotentHandler(svc, pgstore.New(pool, pgstore.Options{}), gen.IdempotentHandlerOptions{
-		Options:      idem.Options{Scope: orders.Scope, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		Options:      idem.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 		MaxBodyBytes: 200,
 	}))
 	defer srv.Close()

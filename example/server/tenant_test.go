@@ -42,22 +42,33 @@ func newEnvWith(t *testing.T, opts gen.IdempotentHandlerOptions) *env {
 	return e
 }
 
-// With the zero-value options every request shares one scope, but the
-// X-Account-Id header the spec declares still counts in the fingerprint:
-// account B reusing account A's key gets a 422, never A's order.
-func TestHeaderParamsInFingerprint(t *testing.T) {
+// The example's spec scopes keys by X-Account-Id (scope: {header:
+// X-Account-Id} in x-idempotency), so with the zero-value options, no Go
+// at all, account B reusing account A's key and body gets its own order,
+// never A's; each retry replays its own. A request without the header is
+// a 400 naming it.
+func TestScopeFromSpec(t *testing.T) {
 	e := newEnvWith(t, gen.IdempotentHandlerOptions{})
-	if r := e.post("acct_A", order, "k1"); r.status != 201 {
-		t.Fatalf("first request: %d %s", r.status, r.body)
+	a := e.post("acct_A", order, "k1")
+	b := e.post("acct_B", order, "k1")
+	for name, r := range map[string]reply{"A": a, "B": b} {
+		if r.status != 201 || r.header.Get(idem.HeaderReplayed) != "" {
+			t.Fatalf("account %s: %d %v %s, want a fresh 201", name, r.status, r.header, r.body)
+		}
 	}
-	r := e.post("acct_B", order, "k1")
-	if r.status != 422 || r.problem(t).Type != idem.TypeKeyReused {
-		t.Fatalf("same key and body from another account: %d %s %v, want 422", r.status, r.body, r.header)
+	if string(a.body) == string(b.body) {
+		t.Fatalf("account B received account A's order: %s", b.body)
 	}
-	if r := e.post("acct_A", order, "k1"); r.status != 201 || r.header.Get(idem.HeaderReplayed) != "true" {
-		t.Fatalf("retry from the first account: %d %s, want a replayed 201", r.status, r.body)
+	for name, first := range map[string]reply{"acct_A": a, "acct_B": b} {
+		if r := e.post(name, order, "k1"); r.status != 201 || r.header.Get(idem.HeaderReplayed) != "true" || string(r.body) != string(first.body) {
+			t.Fatalf("%s's retry: %d %s, want its own order replayed", name, r.status, r.body)
+		}
 	}
-	e.expect(1, 1, 1)
+	r := e.post("", order, "k1")
+	if r.status != 400 || !strings.Contains(r.problem(t).Detail, "X-Account-Id") {
+		t.Fatalf("no X-Account-Id: %d %s, want a 400 naming the header", r.status, r.body)
+	}
+	e.expect(2, 2, 2)
 }
 
 type principalKey struct{}
@@ -141,7 +152,7 @@ func TestInvalidScopeIs400(t *testing.T) {
 	store := &countingStore{Store: pgstore.New(pool, pgstore.Options{})}
 	svc := &service{Service: &orders.Service{Pool: pool}}
 	srv := httptest.NewServer(gen.NewIdempotentHandler[pgx.Tx](svc, store, gen.IdempotentHandlerOptions{
-		Options: idem.Options{Scope: orders.Scope, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		Options: idem.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 	}))
 	t.Cleanup(srv.Close)
 	e := &env{t: t, pool: pool, svc: svc, url: srv.URL}

@@ -8,6 +8,7 @@
 //	  ttl: 24h                  # how long a stored response is kept (default 24h)
 //	  lease: 1m                 # how long an attempt holds the key (default 1m)
 //	  required: true            # is the Idempotency-Key header required (default true)
+//	  scope: {header: X-Account-Id}  # what keys are scoped by (default: nothing)
 //	paths:
 //	  /orders:
 //	    post:
@@ -23,6 +24,10 @@
 //	        recovery-points: [payment_created, charge_created]
 //	        fingerprint:
 //	          exclude: [/metadata/trace_id, /note]
+//	        scope: {function: true}   # or {header: NAME}, both keys, or none
+//
+// An operation's scope replaces the document's as a whole: the two are not
+// merged key by key.
 //
 // The document is walked as a yaml.v3 node tree instead of being loaded by
 // an OpenAPI library, because only the node tree keeps positions; the rest
@@ -90,7 +95,28 @@ type Operation struct {
 	Mode               string   // ModeAtomic or ModePhased
 	RecoveryPoints     []string // as written; see GoName for the Go names
 	FingerprintExclude []Pointer
+	Scope              Scope
 	Pos                Position // position of the x-idempotent key
+}
+
+// Scope says what an operation's keys are scoped by: a request header,
+// the Go function idem.Options.Scope, both, or deliberately nothing.
+// The zero value is a scope the spec does not set.
+type Scope struct {
+	// Set is true when the operation's x-idempotent or the document's
+	// x-idempotency has a scope.
+	Set bool
+	// Default is true when the scope comes from x-idempotency.
+	Default bool
+	// None is scope: none: the keys are shared by all callers on purpose.
+	None bool
+	// Header is the header named by scope: {header: NAME}, as written.
+	Header string
+	// HeaderPos is where Header is written, for the checks against the
+	// operation's parameters.
+	HeaderPos Position
+	// Function is scope: {function: true}: idem.Options.Scope must be set.
+	Function bool
 }
 
 // Pointer is an entry of fingerprint.exclude and where it is written: a

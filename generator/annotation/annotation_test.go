@@ -150,6 +150,57 @@ paths:
 			},
 		},
 		{
+			name: "scope: a document default, overridden whole by operations",
+			src: spec(`
+x-idempotency:
+  scope: {header: X-Account-Id}
+paths:
+  /a:
+    post:
+      x-idempotent: true
+    put:
+      x-idempotent:
+        scope: {function: true}
+    patch:
+      x-idempotent:
+        scope:
+          header: x-tenant
+          function: true
+    delete:
+      x-idempotent: {scope: none}
+  /b:
+    post:
+      x-idempotent:
+        scope: {header: X-Org, function: false}
+`),
+			want: []Operation{
+				with(annotated("/a", "DELETE", at(16, 7)), func(o *Operation) { o.Scope = Scope{Set: true, None: true} }),
+				with(annotated("/a", "PATCH", at(11, 7)), func(o *Operation) {
+					o.Scope = Scope{Set: true, Header: "x-tenant", HeaderPos: at(13, 19), Function: true}
+				}),
+				with(annotated("/a", "POST", at(6, 7)), func(o *Operation) {
+					o.Scope = Scope{Set: true, Default: true, Header: "X-Account-Id", HeaderPos: at(2, 19)}
+				}),
+				with(annotated("/a", "PUT", at(8, 7)), func(o *Operation) { o.Scope = Scope{Set: true, Function: true} }),
+				with(annotated("/b", "POST", at(19, 7)), func(o *Operation) {
+					o.Scope = Scope{Set: true, Header: "X-Org", HeaderPos: at(20, 25)}
+				}),
+			},
+		},
+		{
+			name: "scope: none as the document default",
+			src: spec(`
+x-idempotency: {scope: none}
+paths:
+  /a:
+    post:
+      x-idempotent: {ttl: 1h}
+`),
+			want: []Operation{with(annotated("/a", "POST", at(5, 7)), func(o *Operation) {
+				o.TTL, o.Scope = time.Hour, Scope{Set: true, Default: true, None: true}
+			})},
+		},
+		{
 			name: "day durations",
 			src: spec(`
 x-idempotency:
@@ -278,7 +329,7 @@ paths:
 }
 
 func TestReadErrors(t *testing.T) {
-	const anyType = "expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, fingerprint"
+	const anyType = "expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, fingerprint, scope"
 	const durationHint = "expected a Go duration such as 90s, 15m or 24h, or days such as 7d"
 	const badPoint = "is not a valid recovery point; expected a name that starts with a letter and has only letters, digits, _ or -, such as payment_created"
 	runReadCases(t, []readCase{
@@ -317,8 +368,8 @@ paths:
           include: [/a]
 `),
 			errs: []string{
-				`spec.yaml:2:3: x-idempotency: unknown key "mode"; expected one of ttl, lease, required`,
-				`spec.yaml:7:9: x-idempotent: unknown key "retries"; expected one of required, ttl, lease, mode, recovery-points, fingerprint`,
+				`spec.yaml:2:3: x-idempotency: unknown key "mode"; expected one of ttl, lease, required, scope`,
+				`spec.yaml:7:9: x-idempotent: unknown key "retries"; expected one of required, ttl, lease, mode, recovery-points, fingerprint, scope`,
 				`spec.yaml:9:11: x-idempotent.fingerprint: unknown key "include"; expected exclude`,
 			},
 		},
@@ -343,7 +394,7 @@ paths:
           exclude: /a
 `),
 			errs: []string{
-				`spec.yaml:1:16: x-idempotency: the value is a list; expected a mapping with keys ttl, lease, required`,
+				`spec.yaml:1:16: x-idempotency: the value is a list; expected a mapping with keys ttl, lease, required, scope`,
 				`spec.yaml:6:19: x-idempotent.required: "no" is a string; expected true or false`,
 				`spec.yaml:7:14: x-idempotent.ttl: 60 is a number; ` + durationHint,
 				`spec.yaml:8:16: x-idempotent.lease: true is a bool; ` + durationHint,
@@ -363,6 +414,73 @@ x-idempotency:
 			errs: []string{
 				`spec.yaml:2:13: x-idempotency.required: "yes" is a string; expected true or false`,
 				`spec.yaml:3:8: x-idempotency.ttl: "1x" is not a duration; ` + durationHint,
+			},
+		},
+		{
+			name: "scope values",
+			src: spec(`
+x-idempotency:
+  scope: X-Account-Id
+paths:
+  /a:
+    post:
+      x-idempotent: {scope: true}
+    put:
+      x-idempotent: {scope: None}
+    patch:
+      x-idempotent: {scope: {}}
+    delete:
+      x-idempotent: {scope: {function: false}}
+  /b:
+    post:
+      x-idempotent:
+        scope: {header: "", function: "yes"}
+    put:
+      x-idempotent:
+        scope:
+          header: [X-Tenant-Id]
+          query: tenant
+    patch:
+      x-idempotent:
+        scope: {header: Idempotency-Key}
+    delete:
+      x-idempotent:
+        scope: {header: "X Tenant"}
+  /c:
+    post:
+      x-idempotent:
+        scope: [header, X-Tenant-Id]
+    put:
+      x-idempotent:
+        scope:
+`),
+			errs: []string{
+				`spec.yaml:2:10: x-idempotency.scope: "X-Account-Id" is a string; expected none, or a mapping such as {header: X-Account-Id}, {function: true} or both`,
+				`spec.yaml:6:29: x-idempotent.scope: true is a bool; expected none, or a mapping such as {header: X-Tenant-Id}, {function: true} or both`,
+				`spec.yaml:8:29: x-idempotent.scope: "None" is a string; expected none, or a mapping such as {header: X-Tenant-Id}, {function: true} or both`,
+				`spec.yaml:10:29: x-idempotent.scope: the mapping names no scope; expected header: NAME, function: true or both, or scope: none for keys shared by all callers`,
+				`spec.yaml:12:29: x-idempotent.scope: the mapping names no scope; expected header: NAME, function: true or both, or scope: none for keys shared by all callers`,
+				`spec.yaml:16:25: x-idempotent.scope.header: the value is empty; expected a header name such as X-Tenant-Id`,
+				`spec.yaml:16:39: x-idempotent.scope.function: "yes" is a string; expected true or false`,
+				`spec.yaml:20:19: x-idempotent.scope.header: the value is a list; expected a header name such as X-Tenant-Id`,
+				`spec.yaml:21:11: x-idempotent.scope: unknown key "query"; expected header or function`,
+				`spec.yaml:24:25: x-idempotent.scope.header: Idempotency-Key is the key itself, not its scope; expected the header that identifies the caller, such as X-Tenant-Id`,
+				`spec.yaml:27:25: x-idempotent.scope.header: "X Tenant" is not a header name; expected a header name such as X-Tenant-Id`,
+				`spec.yaml:31:16: x-idempotent.scope: the value is a list; expected none, or a mapping such as {header: X-Tenant-Id}, {function: true} or both`,
+				`spec.yaml:34:15: x-idempotent.scope: the value is empty; expected none, or a mapping such as {header: X-Tenant-Id}, {function: true} or both`,
+			},
+		},
+		{
+			name: "duplicate scope keys",
+			src: spec(`
+paths:
+  /a:
+    post:
+      x-idempotent:
+        scope: {header: X-A, header: X-B}
+`),
+			errs: []string{
+				`spec.yaml:5:30: x-idempotent.scope: duplicate key "header" (first at line 5); expected each key once`,
 			},
 		},
 		{

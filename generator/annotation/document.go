@@ -213,7 +213,11 @@ func (r *reader) build(path, method, id string, key *yaml.Node, s settings, defs
 		Mode:               ModeAtomic,
 		RecoveryPoints:     s.points,
 		FingerprintExclude: s.exclude,
+		Scope:              defs.scope,
 		Pos:                r.pos(key),
+	}
+	if s.scope != nil {
+		op.Scope = *s.scope // replaces the default whole, so that none or a header alone can override it
 	}
 	if s.required != nil {
 		op.Required = *s.required

@@ -19,6 +19,9 @@ var fuzzSeeds = []string{
 	`{"info": {"title": "\/"}, "paths": {"/a": {"post": {"x-idempotent": true}}}}`,
 	`{"paths": {"/a": `,
 	"paths:\n  /a:\n    post:\n      x-idempotent: [\n",
+	"x-idempotency: {scope: {header: X-Account-Id}}\npaths:\n  /a:\n    post:\n      x-idempotent: {scope: none}\n    put:\n      x-idempotent: true\n",
+	"paths:\n  /a:\n    post:\n      x-idempotent:\n        scope: {header: Idempotency-Key, function: true, query: a}\n",
+	`{"x-idempotency": {"scope": "none"}, "paths": {"/a": {"post": {"x-idempotent": {"scope": {"function": false}}}}}}`,
 }
 
 func FuzzRead(f *testing.F) {
@@ -77,5 +80,19 @@ func checkOperations(t *testing.T, ops []Operation) {
 		case op.Pos.Line < 1 || op.Pos.Column < 1:
 			t.Fatalf("bad position %v", op.Pos)
 		}
+		checkScope(t, op.Scope)
+	}
+}
+
+func checkScope(t *testing.T, sc Scope) {
+	switch {
+	case !sc.Set && sc != (Scope{}):
+		t.Fatalf("scope not set, yet %+v", sc)
+	case sc.Set && sc.None == (sc.Header != "" || sc.Function):
+		t.Fatalf("scope %+v is none and a scope, or neither", sc)
+	case sc.Header != "" && (sc.HeaderPos.Line < 1 || sc.HeaderPos.Column < 1):
+		t.Fatalf("scope header at a bad position %v", sc.HeaderPos)
+	case strings.EqualFold(sc.Header, "Idempotency-Key"):
+		t.Fatalf("the Idempotency-Key header accepted as a scope")
 	}
 }

@@ -41,6 +41,7 @@ func (d duration) source() string {
 type defaults struct {
 	required   bool
 	ttl, lease duration
+	scope      Scope
 }
 
 // settings are what an operation's x-idempotent mapping sets. Pointers
@@ -56,6 +57,7 @@ type settings struct {
 	points     []string
 	pointsNode *yaml.Node // the recovery-points value, even when invalid
 	exclude    []Pointer
+	scope      *Scope
 }
 
 func (r *reader) defaults(f *entry) defaults {
@@ -69,7 +71,7 @@ func (r *reader) defaults(f *entry) defaults {
 	}
 	const field = "x-idempotency"
 	if f.value.Kind != yaml.MappingNode {
-		r.errorf(f.value, "%s: %s; expected a mapping with keys ttl, lease, required", field, describe(f.value))
+		r.errorf(f.value, "%s: %s; expected a mapping with keys ttl, lease, required, scope", field, describe(f.value))
 		return d
 	}
 	for _, g := range r.unique(r.fields(f.value), field, all) {
@@ -86,8 +88,13 @@ func (r *reader) defaults(f *entry) defaults {
 			if b := r.boolean(field+".required", g.value); b != nil {
 				d.required = *b
 			}
+		case "scope":
+			if sc := r.scope(field+".scope", g.value); sc != nil {
+				d.scope = *sc
+				d.scope.Default = true
+			}
 		default:
-			r.errorf(g.key, "%s: unknown key %s; expected one of ttl, lease, required", field, quote(g.key.Value))
+			r.errorf(g.key, "%s: unknown key %s; expected one of ttl, lease, required, scope", field, quote(g.key.Value))
 		}
 	}
 	r.checkLease(d.ttl, d.lease)
@@ -107,7 +114,7 @@ func (r *reader) annotation(f *entry) (s settings, annotated bool) {
 	if b, ok := boolValue(f.value); ok {
 		return settings{}, b
 	}
-	r.errorf(f.value, "x-idempotent: %s; expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, fingerprint", describe(f.value))
+	r.errorf(f.value, "x-idempotent: %s; expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, fingerprint, scope", describe(f.value))
 	return settings{}, true
 }
 
@@ -131,8 +138,10 @@ func (r *reader) settings(m *yaml.Node) settings {
 			s.points = r.recoveryPoints(f.value)
 		case "fingerprint":
 			s.exclude = r.fingerprint(f.value)
+		case "scope":
+			s.scope = r.scope(field+".scope", f.value)
 		default:
-			r.errorf(f.key, "%s: unknown key %s; expected one of required, ttl, lease, mode, recovery-points, fingerprint", field, quote(f.key.Value))
+			r.errorf(f.key, "%s: unknown key %s; expected one of required, ttl, lease, mode, recovery-points, fingerprint, scope", field, quote(f.key.Value))
 		}
 	}
 	return s
@@ -317,6 +326,83 @@ func (r *reader) pointers(field string, v *yaml.Node) []Pointer {
 		out = append(out, Pointer{Value: item.Value, Pos: r.pos(item)})
 	}
 	return out
+}
+
+// scope reads a scope: none, or a mapping with header, function or both.
+// field is x-idempotency.scope or x-idempotent.scope.
+func (r *reader) scope(field string, v *yaml.Node) *Scope {
+	if isString(v) && v.Value == "none" {
+		return &Scope{Set: true, None: true}
+	}
+	if v.Kind != yaml.MappingNode {
+		// A bare header name is the likeliest mistake: show it in the
+		// mapping it belongs in.
+		example := "X-Tenant-Id"
+		if isString(v) && headerToken(v.Value) && !strings.EqualFold(v.Value, "none") {
+			example = v.Value
+		}
+		r.errorf(v, "%s: %s; expected none, or a mapping such as {header: %s}, {function: true} or both", field, describe(v), example)
+		return nil
+	}
+	sc := Scope{Set: true}
+	valid := true
+	for _, f := range r.unique(r.fields(v), field, all) {
+		switch f.key.Value {
+		case "header":
+			name, ok := r.scopeHeader(field+".header", f.value)
+			valid = valid && ok
+			sc.Header, sc.HeaderPos = name, r.pos(f.value)
+		case "function":
+			b := r.boolean(field+".function", f.value)
+			valid = valid && b != nil
+			sc.Function = b != nil && *b
+		default:
+			r.errorf(f.key, "%s: unknown key %s; expected header or function", field, quote(f.key.Value))
+			valid = false
+		}
+	}
+	if !valid {
+		return nil
+	}
+	if sc.Header == "" && !sc.Function {
+		r.errorf(v, "%s: the mapping names no scope; expected header: NAME, function: true or both, or scope: none for keys shared by all callers", field)
+		return nil
+	}
+	return &sc
+}
+
+// scopeHeader reads the header of scope: {header: NAME}. Whether the
+// operation declares that header is checked elsewhere, against the spec.
+func (r *reader) scopeHeader(field string, v *yaml.Node) (string, bool) {
+	const expected = "expected a header name such as X-Tenant-Id"
+	switch {
+	case !isString(v):
+		r.errorf(v, "%s: %s; %s", field, describe(v), expected)
+	case v.Value == "":
+		r.errorf(v, "%s: the value is empty; %s", field, expected)
+	case strings.EqualFold(v.Value, "Idempotency-Key"):
+		r.errorf(v, "%s: %s is the key itself, not its scope; expected the header that identifies the caller, such as X-Tenant-Id", field, v.Value)
+	case !headerToken(v.Value):
+		r.errorf(v, "%s: %s is not a header name; %s", field, quote(v.Value), expected)
+	default:
+		return v.Value, true
+	}
+	return "", false
+}
+
+// headerToken reports whether s can be an HTTP header's name (RFC 9110's
+// token).
+func headerToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !isLetter(c) && !isDigit(c) && !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return true
 }
 
 // describe says what a node of the wrong type is, for messages of the
