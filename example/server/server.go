@@ -113,7 +113,7 @@ func crashBeforeResponse(crash func(string)) gen.StrictMiddlewareFunc {
 }
 
 // Start connects, migrates and starts serving.
-func Start(ctx context.Context, cfg Config) (s *Server, err error) {
+func Start(ctx context.Context, cfg Config) (*Server, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -121,24 +121,35 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if cfg.CrashAt != "" && !slices.Contains(crashPoints, cfg.CrashAt) {
 		return nil, fmt.Errorf("crash point %q is unknown; expected one of %s", cfg.CrashAt, strings.Join(crashPoints, ", "))
 	}
-	s = &Server{done: make(chan error, 1), PSPURL: cfg.PSPURL}
-	defer func() {
-		if err != nil {
-			s.Close()
-		}
-	}()
+	s := &Server{done: make(chan error, 1), PSPURL: cfg.PSPURL}
+	if err := s.start(ctx, cfg, log); err != nil {
+		s.Close() // what started before the failure
+		return nil, err
+	}
+	return s, nil
+}
+
+// dbProblem says what to do about a database that cannot be used.
+func dbProblem(cfg Config, err error) error {
+	if cfg.DatabaseURL != "" {
+		return fmt.Errorf("the database in DATABASE_URL cannot be used: %w; fix DATABASE_URL, or unset it to use the PostgreSQL on 127.0.0.1:5432 or a throwaway cluster", err)
+	}
+	return fmt.Errorf("the local database cannot be used: %w", err)
+}
+
+func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	url := cfg.DatabaseURL
 	if url == "" {
 		if s.local, err = pglocal.Start(ctx, pglocal.Options{Logger: log}); err != nil {
-			return nil, err
+			return err
 		}
 		if url, err = exampleDatabase(ctx, s.local.URL); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	poolCfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("connect to the database: %w", err)
+		return dbProblem(cfg, err)
 	}
 	var stats *dbStats
 	if cfg.DBStats {
@@ -146,28 +157,31 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		poolCfg.ConnConfig.Tracer = stats
 	}
 	if s.pool, err = pgxpool.NewWithConfig(ctx, poolCfg); err != nil {
-		return nil, fmt.Errorf("connect to the database: %w", err)
+		return dbProblem(cfg, err)
+	}
+	if err := s.pool.Ping(ctx); err != nil {
+		return dbProblem(cfg, err)
 	}
 	if err := orders.Migrate(ctx, s.pool); err != nil {
-		return nil, err
+		return err
 	}
 	// Migrate made the schema, so this passes here; a server whose
 	// migrations run elsewhere fails at start instead of serving 500s.
 	if err := pgstore.Check(ctx, s.pool); err != nil {
-		return nil, err
+		return err
 	}
 	addr := cfg.Addr
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
-	}
 	if s.PSPURL == "" {
 		if err := s.startFakePSP(log); err != nil {
-			return nil, err
+			return err
 		}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w; pick another address with -addr", addr, err)
 	}
 	s.URL = "http://" + ln.Addr().String()
 	crash := crasher(cfg.CrashAt, log)
@@ -181,7 +195,16 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if crash != nil {
 		middlewares = append(middlewares, crashBeforeResponse(crash))
 	}
-	s.http = &http.Server{Handler: Handler(svc, s.pool, log, middlewares...), ReadHeaderTimeout: 10 * time.Second}
+	s.http = &http.Server{
+		Handler: Handler(svc, s.pool, log, middlewares...),
+		// A client that sends slowly, or idles, cannot hold a connection
+		// for ever. Bodies go up to 32 MiB, and createOrder may be told to
+		// work for a while (WorkDelay).
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		WriteTimeout:      2*time.Minute + cfg.WorkDelay,
+		IdleTimeout:       2 * time.Minute,
+	}
 	if stats != nil {
 		stats.mount(s.http, s.pool)
 	}
@@ -196,7 +219,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	}()
 
 	log.Info("orders-api: listening", "url", s.URL, "psp_url", s.PSPURL, "work_delay", cfg.WorkDelay, "crash_at", cfg.CrashAt)
-	return s, nil
+	return nil
 }
 
 // startFakePSP serves the example's fake payment provider on a free
@@ -232,8 +255,9 @@ func exampleDatabase(ctx context.Context, adminURL string) (string, error) {
 	if !exists {
 		_, err := conn.Exec(ctx, `CREATE DATABASE idemgen_example`)
 		var pgErr interface{ SQLState() string }
-		// Another process may have created it at the same moment.
-		if err != nil && !(errors.As(err, &pgErr) && pgErr.SQLState() == "42P04") {
+		// Another process may have created it at the same moment: it then
+		// exists (42P04), or both inserted into pg_database at once (23505).
+		if err != nil && !(errors.As(err, &pgErr) && (pgErr.SQLState() == "42P04" || pgErr.SQLState() == "23505")) {
 			return "", fmt.Errorf("create the example database: %w", err)
 		}
 	}
