@@ -31,3 +31,5 @@ require (
 	golang.org/x/text v0.41.0 // indirect
 	golang.org/x/tools v0.48.0 // indirect
 )
+
+tool github.com/idemgen/idemgen/cmd/idemgen

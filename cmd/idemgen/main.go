@@ -42,8 +42,9 @@ Usage:
                                               delete stored responses whose TTL has passed
   idemgen help [annotations | config]         explain the spec annotations or the config
 
-Add to a Go file next to the config:
-  //go:generate go run github.com/idemgen/idemgen/cmd/idemgen -config idemgen.yaml
+Add it to your module as a tool, and a generate line to a Go file next to the config:
+  go get -tool github.com/idemgen/idemgen/cmd/idemgen
+  //go:generate go tool idemgen -config idemgen.yaml
 
 Flags:
   -config FILE   the configuration file (default idemgen.yaml)

@@ -2,4 +2,4 @@
 // strict server, and the idempotency layer over them.
 package gen
 
-//go:generate go run github.com/idemgen/idemgen/cmd/idemgen -config ../idemgen.yaml
+//go:generate go tool idemgen -config ../idemgen.yaml
