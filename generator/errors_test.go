@@ -181,6 +181,57 @@ func TestGenerateRejectsBadAnnotations(t *testing.T) {
 			msg: "x-idempotent on POST /things: fingerprint.exclude /name: the operation has no JSON request body to exclude from",
 		},
 		{
+			name: "required contradicts the declared key",
+			operation: `    post:
+      x-idempotent:
+        required: true
+      parameters:
+        - name: Idempotency-Key
+          in: header
+          schema:
+            type: string
+      responses:
+        "201":
+          description: ok
+`,
+			line: 9, col: 19,
+			msg: "x-idempotent on POST /things: required: true contradicts the operation's own Idempotency-Key header parameter, which has required: false; expected the same value in both, or required only on the parameter",
+		},
+		{
+			name: "declared key longer than the layer allows",
+			operation: `    post:
+      x-idempotent: true
+      parameters:
+        - name: idempotency-key
+          in: header
+          schema:
+            type: string
+            maxLength: 300
+      responses:
+        "201":
+          description: ok
+`,
+			line: 8, col: 7,
+			msg: "x-idempotent on POST /things: the operation's idempotency-key header parameter allows keys of 300 characters, over the layer's limit of 255; expected a maxLength of at most 255",
+		},
+		{
+			name: "declared key pattern Go cannot compile",
+			operation: `    post:
+      x-idempotent: true
+      parameters:
+        - name: Idempotency-Key
+          in: header
+          schema:
+            type: string
+            pattern: "(?<=a)b"
+      responses:
+        "201":
+          description: ok
+`,
+			line: 8, col: 7,
+			msg: "x-idempotent on POST /things: the operation's Idempotency-Key header parameter has a pattern Go cannot compile (error parsing regexp: invalid named capture: `(?<=a)b`); expected a pattern in the syntax Go's regexp package shares with JSON Schema",
+		},
+		{
 			name: "exclude names no parameter",
 			operation: `    post:
       x-idempotent:

@@ -21,6 +21,7 @@ type model struct {
 	Package    string
 	Idempotent bool // whether any operation is annotated
 	Phased     bool // whether any operation is annotated with mode: phased
+	Regexp     bool // whether any operation's declared key has a pattern
 	Operations []operation
 	// Mount is the server kind's code that builds the http.Handler,
 	// rendered from mount-<kind>.go.tmpl.
@@ -44,9 +45,13 @@ type operation struct {
 	Idempotent bool
 
 	KeyOptional bool
-	TTL, Lease  string // Go expressions
-	TTLText     string
-	Exclude     []string
+	// The limits of an Idempotency-Key parameter the operation declares
+	// itself; zero values when it declares none.
+	KeyMinLen, KeyMaxLen int
+	KeyPattern           string
+	TTL, Lease           string // Go expressions
+	TTLText              string
+	Exclude              []string
 	// ScopeHeader is the header parameter that scopes keys, as the spec
 	// spells it; "" when there is none.
 	ScopeHeader string
@@ -126,6 +131,7 @@ func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.Op
 			}
 			m.Idempotent = true
 			m.Phased = m.Phased || op.Phased()
+			m.Regexp = m.Regexp || op.KeyPattern != ""
 		}
 		m.Operations = append(m.Operations, op)
 	}
@@ -164,6 +170,9 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	op.Field = lowerFirst(op.GoName) + "Op"
 	op.Answer = lowerFirst(op.GoName) + "Answer"
 	op.KeyOptional = !a.Required
+	if err := declaredKey(op, a, d); err != nil {
+		return err
+	}
 	op.TTL, op.Lease = durationExpr(a.TTL), durationExpr(a.Lease)
 	op.TTLText = durationText(a.TTL)
 	if a.Scope.Header != "" {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -40,6 +41,12 @@ type Operation struct {
 	// RecoveryPoints are the points of a phased operation, in order; see
 	// Engine.ServePhased.
 	RecoveryPoints []string
+	// KeyMinLen and KeyMaxLen, when positive, bound the key's length
+	// (after unquoting), within 1 to MaxKeyLen, and KeyPattern, when set,
+	// is a pattern the key must match, unanchored as in JSON Schema: the
+	// limits of an Idempotency-Key parameter the spec declares itself.
+	KeyMinLen, KeyMaxLen int
+	KeyPattern           *regexp.Regexp
 	// ScopeHeader names a request header whose value scopes the keys, as
 	// the spec's scope: {header: NAME} says: a request without it gets a
 	// 400 problem naming it. With Options.Scope also set, a key's scope
@@ -245,8 +252,11 @@ func (e *Engine[T]) identify(ctx context.Context, op *Operation) (ID, *Response,
 		return ID{Operation: op.Name}, nil, nil
 	case errors.Is(err, ErrNoKey):
 		return ID{}, missingKey(op), nil
-	case err != nil:
-		return ID{}, invalidKey(err), nil
+	case err == nil:
+		err = op.checkKey(key)
+	}
+	if err != nil {
+		return ID{}, invalidKey(op, err), nil
 	}
 	scope, resp := e.requestScope(ctx, r, op)
 	if resp != nil {
@@ -555,7 +565,7 @@ func missingKey(op *Operation) *Response {
 	}).Response()
 }
 
-func invalidKey(err error) *Response {
+func invalidKey(op *Operation, err error) *Response {
 	detail := err.Error()
 	if ke, ok := errors.AsType[*KeyError](err); ok {
 		detail = "The Idempotency-Key header is invalid: " + ke.Reason + "."
@@ -564,8 +574,34 @@ func invalidKey(err error) *Response {
 		Type:   TypeInvalidKey,
 		Title:  "Invalid Idempotency-Key",
 		Status: http.StatusBadRequest,
-		Detail: detail + " Send 1 to 255 printable ASCII characters, optionally as a quoted string.",
+		Detail: detail + " Send " + op.keyRule() + ", optionally as a quoted string.",
 	}).Response()
+}
+
+// checkKey applies the operation's own limits to a key ParseKey accepted.
+func (op *Operation) checkKey(key string) error {
+	switch {
+	case op.KeyMaxLen > 0 && len(key) > op.KeyMaxLen:
+		return &KeyError{Reason: fmt.Sprintf("the key is %d characters long; this operation's limit is %d", len(key), op.KeyMaxLen)}
+	case op.KeyMinLen > 0 && len(key) < op.KeyMinLen:
+		return &KeyError{Reason: fmt.Sprintf("the key is %d characters long; this operation needs at least %d", len(key), op.KeyMinLen)}
+	case op.KeyPattern != nil && !op.KeyPattern.MatchString(key):
+		return &KeyError{Reason: fmt.Sprintf("the key does not match this operation's pattern %s", op.KeyPattern)}
+	}
+	return nil
+}
+
+// keyRule says what keys the operation accepts.
+func (op *Operation) keyRule() string {
+	lo, hi := max(op.KeyMinLen, 1), MaxKeyLen
+	if op.KeyMaxLen > 0 {
+		hi = min(op.KeyMaxLen, MaxKeyLen)
+	}
+	rule := fmt.Sprintf("%d to %d printable ASCII characters", lo, hi)
+	if op.KeyPattern != nil {
+		rule += " matching " + op.KeyPattern.String()
+	}
+	return rule
 }
 
 func keyReused() *Response {

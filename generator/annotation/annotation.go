@@ -87,10 +87,13 @@ func (p Position) String() string {
 
 // Operation is one annotated operation.
 type Operation struct {
-	Path               string // as written in the spec, e.g. "/orders/{id}"
-	Method             string // upper case, e.g. "POST"
-	OperationID        string // raw operationId from the spec, "" when absent
-	Required           bool   // whether the Idempotency-Key header is required
+	Path        string // as written in the spec, e.g. "/orders/{id}"
+	Method      string // upper case, e.g. "POST"
+	OperationID string // raw operationId from the spec, "" when absent
+	Required    bool   // whether the Idempotency-Key header is required
+	// RequiredAt is where required is written (the operation's or the
+	// document's), nil when it is the built-in default.
+	RequiredAt         *Position
 	TTL, Lease         time.Duration
 	Mode               string   // ModeAtomic or ModePhased
 	RecoveryPoints     []string // as written; see GoName for the Go names

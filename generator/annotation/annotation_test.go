@@ -16,6 +16,8 @@ func spec(s string) string { return strings.TrimPrefix(s, "\n") }
 
 func at(line, col int) Position { return Position{File: file, Line: line, Column: col} }
 
+func atp(line, col int) *Position { p := at(line, col); return &p }
+
 // annotated is an operation with the built-in defaults.
 func annotated(path, method string, pos Position) Operation {
 	return Operation{Path: path, Method: method, Required: true, TTL: DefaultTTL, Lease: DefaultLease, Mode: ModeAtomic, Pos: pos}
@@ -113,7 +115,7 @@ paths:
           exclude: [/metadata/trace_id, /note]
 `),
 			want: []Operation{{
-				Path: "/payments", Method: "POST", Required: false,
+				Path: "/payments", Method: "POST", Required: false, RequiredAt: atp(5, 19),
 				TTL: 7 * 24 * time.Hour, Lease: 30 * time.Second, Mode: ModePhased,
 				RecoveryPoints:     []string{"payment_created", "charge_created"},
 				FingerprintExclude: []Pointer{{"/metadata/trace_id", at(11, 21)}, {"/note", at(11, 41)}},
@@ -143,10 +145,10 @@ paths:
       x-idempotency-ttl: 3h
 `),
 			want: []Operation{
-				{Path: "/a", Method: "DELETE", Required: true, TTL: 48 * time.Hour, Lease: 10 * time.Second, Mode: ModeAtomic, Pos: at(10, 7)},
-				{Path: "/a", Method: "POST", Required: false, TTL: 48 * time.Hour, Lease: 2 * time.Minute, Mode: ModeAtomic, Pos: at(8, 7)},
-				{Path: "/b", Method: "PATCH", Required: false, TTL: time.Hour, Lease: 2 * time.Minute, Mode: ModeAtomic, Pos: at(15, 7)},
-				{Path: "/b", Method: "PUT", Required: false, TTL: 3 * time.Hour, Lease: 2 * time.Minute, Mode: ModeAtomic, Pos: at(17, 7)},
+				{Path: "/a", Method: "DELETE", Required: true, RequiredAt: atp(11, 19), TTL: 48 * time.Hour, Lease: 10 * time.Second, Mode: ModeAtomic, Pos: at(10, 7)},
+				{Path: "/a", Method: "POST", Required: false, RequiredAt: atp(4, 13), TTL: 48 * time.Hour, Lease: 2 * time.Minute, Mode: ModeAtomic, Pos: at(8, 7)},
+				{Path: "/b", Method: "PATCH", Required: false, RequiredAt: atp(4, 13), TTL: time.Hour, Lease: 2 * time.Minute, Mode: ModeAtomic, Pos: at(15, 7)},
+				{Path: "/b", Method: "PUT", Required: false, RequiredAt: atp(4, 13), TTL: 3 * time.Hour, Lease: 2 * time.Minute, Mode: ModeAtomic, Pos: at(17, 7)},
 			},
 		},
 		{

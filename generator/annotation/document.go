@@ -219,8 +219,14 @@ func (r *reader) build(path, method, id string, key *yaml.Node, s settings, defs
 	if s.scope != nil {
 		op.Scope = *s.scope // replaces the default whole, so that none or a header alone can override it
 	}
+	if defs.requiredNode != nil {
+		pos := r.pos(defs.requiredNode)
+		op.RequiredAt = &pos
+	}
 	if s.required != nil {
 		op.Required = *s.required
+		pos := r.pos(s.requiredAt)
+		op.RequiredAt = &pos
 	}
 	ttl, lease := defs.ttl, defs.lease
 	if s.ttl != nil {

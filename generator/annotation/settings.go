@@ -39,9 +39,10 @@ func (d duration) source() string {
 
 // defaults are the x-idempotency settings, over the built-in ones.
 type defaults struct {
-	required   bool
-	ttl, lease duration
-	scope      Scope
+	required     bool
+	requiredNode *yaml.Node // nil unless written
+	ttl, lease   duration
+	scope        Scope
 }
 
 // settings are what an operation's x-idempotent mapping sets. Pointers
@@ -50,6 +51,7 @@ type defaults struct {
 // relate one key to another.
 type settings struct {
 	required   *bool
+	requiredAt *yaml.Node // the required value, when valid
 	ttlKey     *yaml.Node // the ttl key, even when its value is invalid
 	ttl, lease *duration
 	mode       string     // "" when absent or invalid
@@ -86,7 +88,7 @@ func (r *reader) defaults(f *entry) defaults {
 			}
 		case "required":
 			if b := r.boolean(field+".required", g.value); b != nil {
-				d.required = *b
+				d.required, d.requiredNode = *b, g.value
 			}
 		case "scope":
 			if sc := r.scope(field+".scope", g.value); sc != nil {
@@ -124,7 +126,9 @@ func (r *reader) settings(m *yaml.Node) settings {
 	for _, f := range r.unique(r.fields(m), field, all) {
 		switch f.key.Value {
 		case "required":
-			s.required = r.boolean(field+".required", f.value)
+			if s.required = r.boolean(field+".required", f.value); s.required != nil {
+				s.requiredAt = f.value
+			}
 		case "ttl":
 			s.ttlKey = f.key
 			s.ttl = r.duration(field+".ttl", f.value, levelOperation)
