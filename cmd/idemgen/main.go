@@ -119,7 +119,8 @@ X-Account-Id, or that requires security, gets a warning (printed even with
 
 x-idempotent is refused, with the file, line and column, on GET/HEAD/OPTIONS/
 TRACE and on streaming or binary bodies (text/event-stream, NDJSON,
-application/octet-stream), which cannot be fingerprinted or replayed.
+application/octet-stream), which cannot be fingerprinted or replayed, and on
+webhooks and callbacks, requests the API sends rather than serves.
 `
 
 const configHelp = `idemgen.yaml (paths are relative to this file):

@@ -242,7 +242,7 @@ paths:
 webhooks:
   /w:
     post:
-      x-idempotent: {mode: bogus}
+      x-idempotent: false
 `),
 		},
 		{
@@ -907,4 +907,40 @@ func TestPositionString(t *testing.T) {
 	if got := e.Error(); got != "spec.yaml:3:9: m" {
 		t.Errorf("Error() = %q", got)
 	}
+}
+
+// Annotations on requests the API sends, 3.1 webhooks and callbacks, have
+// no effect: each is an error at its line and column, never ignored.
+func TestAnnotationWithoutEffect(t *testing.T) {
+	const (
+		webhook  = "has no effect on webhook \"orderShipped\": webhooks describe requests the API sends, not ones it serves; expected it on an operation under paths"
+		callback = "has no effect on callback \"onPaid\": a callback is a request the API sends, not one it serves; expected it on an operation under paths"
+	)
+	runReadCases(t, []readCase{{
+		name: "webhooks and callbacks",
+		src: spec(`
+openapi: 3.1.0
+webhooks:
+  orderShipped:
+    x-idempotent: true
+    post:
+      x-idempotent: true
+      x-idempotency-ttl: 1h
+paths:
+  /orders:
+    post:
+      x-idempotent: true
+      callbacks:
+        onPaid:
+          "{$request.body#/callback}":
+            post:
+              x-idempotent: {ttl: 1h}
+`),
+		errs: []string{
+			`spec.yaml:4:5: x-idempotent ` + webhook,
+			`spec.yaml:6:7: x-idempotent ` + webhook,
+			`spec.yaml:7:7: x-idempotency-ttl ` + webhook,
+			`spec.yaml:16:15: x-idempotent ` + callback,
+		},
+	}})
 }

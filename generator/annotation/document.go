@@ -80,6 +80,10 @@ func (r *reader) document(doc *yaml.Node) []Operation {
 			// read above
 		case "paths":
 			ops = r.paths(f.value, defs)
+		case "webhooks":
+			for _, w := range r.fields(f.value) {
+				r.outgoing(w.value, fmt.Sprintf("webhook %s", quote(w.key.Value)), "webhooks describe requests the API sends, not ones it serves")
+			}
 		default:
 			r.stray(f.key, atRoot)
 		}
@@ -172,6 +176,8 @@ func (r *reader) operation(path, method string, n *yaml.Node, defs defaults) (op
 			if f.value.Kind == yaml.ScalarNode {
 				id = f.value.Value
 			}
+		case "callbacks":
+			r.callbacks(f.value)
 		default:
 			r.stray(f.key, inOperation)
 		}
@@ -391,4 +397,50 @@ func resolve(n *yaml.Node) *yaml.Node {
 		n = n.Alias
 	}
 	return n
+}
+
+// callbacks reports annotations in an operation's callbacks: each is a
+// request the API sends to its client, which no Idempotency-Key protects.
+func (r *reader) callbacks(n *yaml.Node) {
+	if n.Kind != yaml.MappingNode {
+		return
+	}
+	for _, cb := range r.fields(n) {
+		if cb.value.Kind != yaml.MappingNode {
+			continue
+		}
+		for _, expr := range r.fields(cb.value) {
+			r.outgoing(expr.value, fmt.Sprintf("callback %s", quote(cb.key.Value)), "a callback is a request the API sends, not one it serves")
+		}
+	}
+}
+
+// outgoing reports x-idempotent and x-idempotency-ttl on a path item, or
+// its operations, that describes requests the API sends (a webhook or a
+// callback): there the annotations would have no effect, and silently
+// ignoring them would leave the author believing the requests protected.
+func (r *reader) outgoing(item *yaml.Node, what, why string) {
+	if item.Kind != yaml.MappingNode {
+		return
+	}
+	report := func(f entry) {
+		if b, ok := boolValue(f.value); ok && !b {
+			return // x-idempotent: false asks for nothing
+		}
+		if f.key.Value == "x-idempotent" || f.key.Value == "x-idempotency-ttl" {
+			r.errorf(f.key, "%s has no effect on %s: %s; expected it on an operation under paths", f.key.Value, what, why)
+		}
+	}
+	for _, f := range r.fields(item) {
+		report(f)
+		if _, ok := operationMethod(f.key.Value); !ok || f.value.Kind != yaml.MappingNode {
+			continue
+		}
+		for _, g := range r.fields(f.value) {
+			report(g)
+			if g.key.Value == "callbacks" {
+				r.callbacks(g.value)
+			}
+		}
+	}
 }
