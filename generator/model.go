@@ -230,7 +230,11 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 		}
 		// With several media types the fingerprinted body is an
 		// idem.Params of the bodies by tag: the pointer applies under each.
-		for _, tag := range tags {
+		for i, tag := range tags {
+			if isForm(d.Bodies[i].ContentType) {
+				op.Exclude = append(op.Exclude, "/"+tag+"/"+formKey(p.Value))
+				continue
+			}
 			op.Exclude = append(op.Exclude, "/"+tag+p.Value)
 		}
 	}
@@ -321,8 +325,12 @@ func requestBody(d codegen.OperationDefinition) (jsonSchema *openapi3.Schema, ex
 	// A multipart body is a stream: the generated code reads it into
 	// multipartParts first (see idem.ReadMultipart).
 	field := func(b codegen.RequestBodyDefinition, name string) string {
-		if b.NameTag == "Multipart" {
+		switch {
+		case b.NameTag == "Multipart":
 			return "multipartParts"
+		case isForm(b.ContentType):
+			// The form as sent: the typed body drops unknown fields.
+			return "idem.PostForm(ctx)"
 		}
 		return "request." + name
 	}
@@ -386,6 +394,26 @@ func unreplayable(ct string) string {
 		return "is a wildcard type whose bytes could be anything"
 	}
 	return ""
+}
+
+func isForm(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/x-www-form-urlencoded"
+}
+
+// formKey is the form field a JSON pointer into the body names, as
+// deepObject style spells nested members: /metadata/trace_id is
+// metadata[trace_id], escaped as a pointer token.
+func formKey(pointer string) string {
+	tokens := strings.Split(pointer[1:], "/")
+	for i, t := range tokens {
+		t = strings.NewReplacer("~1", "/", "~0", "~").Replace(t)
+		if i > 0 {
+			t = "[" + t + "]"
+		}
+		tokens[i] = t
+	}
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(strings.Join(tokens, ""))
 }
 
 func isJSON(ct string) bool {

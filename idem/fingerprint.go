@@ -2,10 +2,12 @@ package idem
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -198,4 +200,18 @@ func removeTokens(v any, tokens []string) {
 		}
 		removeTokens(v[i], tokens[1:])
 	}
+}
+
+// PostForm returns the form-encoded body of the request in ctx (see
+// WithRequest) as sent, every field with its values in order, for the
+// fingerprint of an operation with a form body: the typed body drops the
+// fields its schema does not name (Stripe's metadata[...], say), and a
+// change to them must not replay the other request's answer. It returns
+// nil when the request has no form body, as a typed body would be.
+func PostForm(ctx context.Context) url.Values {
+	r := RequestFrom(ctx)
+	if r == nil || len(r.PostForm) == 0 {
+		return nil
+	}
+	return r.PostForm
 }

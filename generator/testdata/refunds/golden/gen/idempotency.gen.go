@@ -87,7 +87,7 @@ func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store
 			Name:               "updateCustomer",
 			TTL:                20 * time.Minute,
 			Lease:              time.Minute,
-			FingerprintExclude: []string{"/JSON/metadata/trace_id", "/Formdata/metadata/trace_id"},
+			FingerprintExclude: []string{"/JSON/metadata/trace_id", "/Formdata/metadata[trace_id]"},
 		},
 		createRefundOp: idem.Operation{
 			Name:               "createRefund",
@@ -108,7 +108,7 @@ type idempotentServer[T any] struct {
 }
 
 func (s *idempotentServer[T]) CreateCharge(ctx context.Context, request CreateChargeRequestObject) (CreateChargeResponseObject, error) {
-	fingerprint, err := idem.Fingerprint(s.createChargeOp.Name, nil, nil, nil, request.Body, s.createChargeOp.FingerprintExclude)
+	fingerprint, err := idem.Fingerprint(s.createChargeOp.Name, nil, nil, nil, idem.PostForm(ctx), s.createChargeOp.FingerprintExclude)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ type createChargeAnswer struct{ *idem.Response }
 func (a createChargeAnswer) VisitCreateChargeResponse(w http.ResponseWriter) error { return a.Write(w) }
 
 func (s *idempotentServer[T]) UpdateCustomer(ctx context.Context, request UpdateCustomerRequestObject) (UpdateCustomerResponseObject, error) {
-	fingerprint, err := idem.Fingerprint(s.updateCustomerOp.Name, idem.Params{"customer_id": request.CustomerId}, nil, nil, idem.Params{"JSON": request.JSONBody, "Formdata": request.FormdataBody}, s.updateCustomerOp.FingerprintExclude)
+	fingerprint, err := idem.Fingerprint(s.updateCustomerOp.Name, idem.Params{"customer_id": request.CustomerId}, nil, nil, idem.Params{"JSON": request.JSONBody, "Formdata": idem.PostForm(ctx)}, s.updateCustomerOp.FingerprintExclude)
 	if err != nil {
 		return nil, err
 	}
