@@ -37,6 +37,9 @@ type Config struct {
 type Output struct {
 	Dir     string `yaml:"dir"`
 	Package string `yaml:"package"`
+	// Spec, when set, is where a copy of the spec that documents the
+	// Idempotency-Key protocol is written, for clients and docs.
+	Spec string `yaml:"spec"`
 }
 
 // Migrations say where and in which format the migrations are written.
@@ -110,6 +113,9 @@ func (c *Config) complete() error {
 	}
 	if c.Output.Dir != "" && !token.IsIdentifier(c.Output.Package) {
 		problems = append(problems, fmt.Sprintf("output.package %q is not a Go package name; set output.package", c.Output.Package))
+	}
+	if c.Output.Spec != "" && c.Spec != "" && filepath.Clean(c.Output.Spec) == filepath.Clean(c.Spec) {
+		problems = append(problems, fmt.Sprintf("output.spec %q is the input spec; name another file for the augmented copy, e.g. gen/openapi.yaml", c.Output.Spec))
 	}
 	if c.Server == "" {
 		c.Server = "std-http"

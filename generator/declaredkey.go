@@ -25,6 +25,7 @@ func declaredKey(op *operation, a annotation.Operation, d codegen.OperationDefin
 	if param == nil || param.Spec == nil {
 		return nil
 	}
+	op.KeyDeclared = true
 	fail := func(pos annotation.Position, format string, args ...any) error {
 		return &annotation.Error{Pos: pos, Msg: fmt.Sprintf("x-idempotent on %s %s: ", op.Method, op.Path) + fmt.Sprintf(format, args...)}
 	}

@@ -47,6 +47,7 @@ type operation struct {
 	KeyOptional bool
 	// The limits of an Idempotency-Key parameter the operation declares
 	// itself; zero values when it declares none.
+	KeyDeclared          bool
 	KeyMinLen, KeyMaxLen int
 	KeyPattern           string
 	TTL, Lease           string // Go expressions

@@ -54,6 +54,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"gopkg.in/yaml.v3"
 )
 
 // Modes of an annotated operation.
@@ -161,4 +163,15 @@ func Read(file string, src []byte) ([]Operation, error) {
 		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(a.Method, b.Method))
 	})
 	return ops, nil
+}
+
+// Parse returns the YAML node tree of the OpenAPI document src, YAML or
+// JSON, as Read reads it: for tools that rewrite the document while
+// keeping everything else in it as it was.
+func Parse(file string, src []byte) (*yaml.Node, error) {
+	doc, err := parse(file, src)
+	if err != nil {
+		return nil, err
+	}
+	return doc, nil
 }

@@ -1,0 +1,326 @@
+package generator
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/idemgen/idemgen/generator/annotation"
+	"github.com/idemgen/idemgen/idem"
+	"gopkg.in/yaml.v3"
+)
+
+// The names the augmented spec adds under components. They are prefixed
+// so as not to meet a spec's own; a spec that has them already is refused.
+const (
+	problemSchema   = "IdempotencyProblem"
+	replayedHeader  = "IdempotentReplayed"
+	retryHeader     = "IdempotencyRetryAfter"
+	invalidResponse = "IdempotencyInvalidRequest"
+	inUseResponse   = "IdempotencyKeyInUse"
+	reusedResponse  = "IdempotencyKeyReused"
+	storeResponse   = "IdempotencyStoreUnavailable"
+)
+
+// augmentSpec returns a copy of the spec, in its own format (YAML or
+// JSON), in which every annotated operation documents the protocol for
+// clients and docs: the Idempotency-Key header parameter, unless the
+// operation declares its own; 400, 409, 422 and 503 problem responses it
+// does not declare already; Idempotent-Replayed on its success responses;
+// and Retry-After on 409 and 503. Everything else is left as it was.
+func augmentSpec(file string, src []byte, m *model) ([]byte, error) {
+	doc, err := annotation.Parse(file, src)
+	if err != nil {
+		return nil, err
+	}
+	root := doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = root.Content[0]
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%s: the document is not a mapping", file)
+	}
+	paths := get(root, "paths")
+	for _, op := range m.Operations {
+		if !op.Idempotent {
+			continue
+		}
+		node := get(get(paths, op.Path), strings.ToLower(op.Method))
+		if node == nil || node.Kind != yaml.MappingNode {
+			return nil, fmt.Errorf("%s: %s %s: the operation is not in paths as written (a $ref path item?); the augmented spec needs it inline", file, op.Method, op.Path)
+		}
+		augmentOperation(node, op)
+	}
+	if err := addComponents(root, file); err != nil {
+		return nil, err
+	}
+	var out []byte
+	if bytes.HasPrefix(bytes.TrimLeft(src, " \t\r\n\xef\xbb\xbf"), []byte("{")) {
+		out, err = encodeJSON(root)
+	} else {
+		var buf bytes.Buffer
+		enc := yaml.NewEncoder(&buf)
+		enc.SetIndent(2)
+		if err = enc.Encode(doc); err == nil {
+			err = enc.Close()
+		}
+		out = buf.Bytes()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: write the augmented spec: %w", file, err)
+	}
+	return out, validateSpec(file, src, out)
+}
+
+func augmentOperation(node *yaml.Node, op operation) {
+	if !op.KeyDeclared {
+		params := get(node, "parameters")
+		if params == nil {
+			params = &yaml.Node{Kind: yaml.SequenceNode}
+			set(node, "parameters", params)
+		}
+		params.Content = append(params.Content, keyParameter(op))
+	}
+	responses := get(node, "responses")
+	if responses == nil {
+		responses = &yaml.Node{Kind: yaml.MappingNode}
+		set(node, "responses", responses)
+	}
+	for i := 0; i+1 < len(responses.Content); i += 2 {
+		status := responses.Content[i].Value
+		if len(status) == 3 && status[0] == '2' {
+			addHeader(responses.Content[i+1], idem.HeaderReplayed, replayedHeader)
+		}
+	}
+	for _, r := range []struct{ status, name string }{
+		{"400", invalidResponse}, {"409", inUseResponse}, {"422", reusedResponse}, {"503", storeResponse},
+	} {
+		if get(responses, r.status) == nil {
+			set(responses, r.status, ref("#/components/responses/"+r.name))
+		}
+	}
+}
+
+// keyParameter is the Idempotency-Key header parameter of op.
+func keyParameter(op operation) *yaml.Node {
+	lo, hi := max(op.KeyMinLen, 1), idem.MaxKeyLen
+	if op.KeyMaxLen > 0 {
+		hi = op.KeyMaxLen
+	}
+	desc := fmt.Sprintf("A unique key for this request, such as a UUID. A retry with the same key and request "+
+		"returns the first response (with Idempotent-Replayed: true) instead of running it again; "+
+		"the key with another request is a 422. Responses are kept %s.", op.TTLText)
+	if op.KeyOptional {
+		desc += " Without a key the request runs without this protection."
+	}
+	schema := mapping("type", str("string"), "minLength", num(lo), "maxLength", num(hi))
+	if op.KeyPattern != "" {
+		set(schema, "pattern", str(op.KeyPattern))
+	}
+	return mapping(
+		"name", str(idem.HeaderKey),
+		"in", str("header"),
+		"required", boolean(!op.KeyOptional),
+		"description", str(desc),
+		"schema", schema,
+	)
+}
+
+// addHeader declares header name on a response, unless it does already.
+func addHeader(resp *yaml.Node, name, component string) {
+	if resp.Kind != yaml.MappingNode || get(resp, "$ref") != nil {
+		return // a shared response: documented where it is defined
+	}
+	headers := get(resp, "headers")
+	if headers == nil {
+		headers = &yaml.Node{Kind: yaml.MappingNode}
+		set(resp, "headers", headers)
+	}
+	if get(headers, name) == nil {
+		set(headers, name, ref("#/components/headers/"+component))
+	}
+}
+
+// addComponents adds the shared problem schema, responses and headers.
+func addComponents(root *yaml.Node, file string) error {
+	components := get(root, "components")
+	if components == nil {
+		components = &yaml.Node{Kind: yaml.MappingNode}
+		set(root, "components", components)
+	}
+	problem := func(title, typ, detail string, retry bool) *yaml.Node {
+		r := mapping(
+			"description", str(fmt.Sprintf("%s (%s): %s", title, typ, detail)),
+			"content", mapping(idem.ContentTypeProblem, mapping("schema", ref("#/components/schemas/"+problemSchema))),
+		)
+		if retry {
+			set(r, "headers", mapping("Retry-After", ref("#/components/headers/"+retryHeader)))
+		}
+		return r
+	}
+	add := map[string][][2]any{
+		"schemas": {{problemSchema, mapping(
+			"type", str("object"),
+			"description", str("An RFC 9457 problem. type is one of the URIs documented at "+strings.TrimSuffix(idem.ProblemBase, "#")+"; detail says what to do next."),
+			"required", seq(str("type"), str("title"), str("status")),
+			"properties", mapping(
+				"type", mapping("type", str("string"), "format", str("uri")),
+				"title", mapping("type", str("string")),
+				"status", mapping("type", str("integer")),
+				"detail", mapping("type", str("string")),
+			),
+		)}},
+		"headers": {
+			{replayedHeader, mapping("description", str("true when the response is the stored answer to an earlier request with the same Idempotency-Key."), "schema", mapping("type", str("string"), "enum", seq(str("true"))))},
+			{retryHeader, mapping("description", str("Seconds to wait before retrying with the same Idempotency-Key."), "schema", mapping("type", str("integer"), "minimum", num(1)))},
+		},
+		"responses": {
+			{invalidResponse, problem("Invalid request", idem.TypeMissingKey+", "+idem.TypeInvalidKey+", "+idem.TypeInvalidScope+" or "+idem.TypeInvalidRequest, "the Idempotency-Key, the scope or the request is missing or malformed; nothing was run", false)},
+			{inUseResponse, problem("Idempotency-Key in use", idem.TypeKeyInUse, "a request with this key is still running; retry after Retry-After with the same key", true)},
+			{reusedResponse, problem("Idempotency-Key reused", idem.TypeKeyReused, "the key was used for a different request; send a new key for a new request", false)},
+			{storeResponse, problem("Key store unavailable", idem.TypeStoreUnavailable, "retry after Retry-After with the same key", true)},
+		},
+	}
+	for _, section := range []string{"schemas", "headers", "responses"} {
+		sec := get(components, section)
+		if sec == nil {
+			sec = &yaml.Node{Kind: yaml.MappingNode}
+			set(components, section, sec)
+		}
+		for _, kv := range add[section] {
+			name := kv[0].(string)
+			if get(sec, name) != nil {
+				return fmt.Errorf("%s: components.%s.%s exists already; the augmented spec adds its own there, so rename yours", file, section, name)
+			}
+			set(sec, name, kv[1].(*yaml.Node))
+		}
+	}
+	return nil
+}
+
+// validateSpec checks the augmented spec with kin-openapi, so that what
+// clients and docs read is a valid document. A spec that is not valid
+// itself cannot give a valid copy: then the copy must only load, as the
+// input did.
+func validateSpec(file string, in, out []byte) error {
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(out)
+	if err != nil {
+		return fmt.Errorf("%s: the augmented spec does not load (a generator bug; please report it with your spec): %w", file, err)
+	}
+	err = doc.Validate(loader.Context, openapi3.DisableExamplesValidation())
+	if err == nil {
+		return nil
+	}
+	if orig, lerr := loader.LoadFromData(in); lerr == nil && orig.Validate(loader.Context, openapi3.DisableExamplesValidation()) != nil {
+		return nil // invalid before it was augmented
+	}
+	return fmt.Errorf("%s: the augmented spec is not valid (a generator bug; please report it with your spec): %w", file, err)
+}
+
+func get(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func set(m *yaml.Node, key string, v *yaml.Node) {
+	m.Content = append(m.Content, str(key), v)
+}
+
+func str(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+func num(n int) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(n)}
+}
+func boolean(b bool) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(b)}
+}
+func ref(to string) *yaml.Node { return mapping("$ref", str(to)) }
+
+func mapping(kv ...any) *yaml.Node {
+	m := &yaml.Node{Kind: yaml.MappingNode}
+	for i := 0; i+1 < len(kv); i += 2 {
+		set(m, kv[i].(string), kv[i+1].(*yaml.Node))
+	}
+	return m
+}
+
+func seq(items ...*yaml.Node) *yaml.Node {
+	return &yaml.Node{Kind: yaml.SequenceNode, Content: items}
+}
+
+// encodeJSON writes a node tree as indented JSON, keys in their order.
+func encodeJSON(n *yaml.Node) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := writeJSON(&buf, n, ""); err != nil {
+		return nil, err
+	}
+	buf.WriteByte('\n')
+	return buf.Bytes(), nil
+}
+
+func writeJSON(buf *bytes.Buffer, n *yaml.Node, indent string) error {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	inner := indent + "  "
+	switch n.Kind {
+	case yaml.MappingNode:
+		if len(n.Content) == 0 {
+			buf.WriteString("{}")
+			return nil
+		}
+		buf.WriteString("{\n")
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if i > 0 {
+				buf.WriteString(",\n")
+			}
+			key, _ := json.Marshal(n.Content[i].Value)
+			buf.WriteString(inner)
+			buf.Write(key)
+			buf.WriteString(": ")
+			if err := writeJSON(buf, n.Content[i+1], inner); err != nil {
+				return err
+			}
+		}
+		buf.WriteString("\n" + indent + "}")
+	case yaml.SequenceNode:
+		if len(n.Content) == 0 {
+			buf.WriteString("[]")
+			return nil
+		}
+		buf.WriteString("[\n")
+		for i, c := range n.Content {
+			if i > 0 {
+				buf.WriteString(",\n")
+			}
+			buf.WriteString(inner)
+			if err := writeJSON(buf, c, inner); err != nil {
+				return err
+			}
+		}
+		buf.WriteString("\n" + indent + "]")
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!int", "!!float", "!!bool":
+			buf.WriteString(n.Value)
+		case "!!null":
+			buf.WriteString("null")
+		default:
+			s, _ := json.Marshal(n.Value)
+			buf.Write(s)
+		}
+	default:
+		return fmt.Errorf("cannot write a YAML node of kind %d as JSON", n.Kind)
+	}
+	return nil
+}
