@@ -434,3 +434,26 @@ func TestGenerateReportsAllProblems(t *testing.T) {
 		}
 	}
 }
+
+// A $ref that names nothing is reported at the reference's own line and
+// column, with what the target lacks, not only by its target.
+func TestBrokenRefNamesItsLine(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "openapi.yaml")
+	writeFile(t, spec, []byte(header+`    post:
+      x-idempotent: true
+      requestBody:
+        content:
+          application/json:
+            schema:
+              $ref: "#/components/schemas/Missing"
+      responses:
+        "201":
+          description: ok
+`+components))
+	_, err := generator.Generate(configFor(t, dir, spec, ""))
+	want := spec + `:13:21: $ref "#/components/schemas/Missing" names nothing: #/components/schemas has no "Missing"; expected one of Thing`
+	if err == nil || !strings.HasPrefix(err.Error(), want+"\n") {
+		t.Fatalf("got error\n%v\nwant it to start with\n%s", err, want)
+	}
+}

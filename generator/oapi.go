@@ -1,7 +1,9 @@
 package generator
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"runtime/debug"
 	"sync"
@@ -42,6 +44,11 @@ func runOapiCodegen(specPath string, cfg *Config) (out oapiOutput, err error) {
 		AllowRemoteRefsFrom: []string{},
 	})
 	if err != nil {
+		if src, rerr := os.ReadFile(specPath); rerr == nil {
+			if broken := brokenRefs(specPath, src); broken != nil {
+				return oapiOutput{}, errors.Join(broken, fmt.Errorf("%s: load spec: %w", specPath, err))
+			}
+		}
 		return oapiOutput{}, fmt.Errorf("%s: load spec: %w", specPath, err)
 	}
 	conf := codegen.Configuration{
