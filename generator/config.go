@@ -26,6 +26,9 @@ type Config struct {
 	Migrations Migrations `yaml:"migrations"`
 	// Queries is where the key store's sqlc queries are written.
 	Queries Queries `yaml:"queries"`
+	// Client adds oapi-codegen's client and, over it, IdempotentClient:
+	// a fresh key per call of an annotated operation, the same on retries.
+	Client bool `yaml:"client"`
 	// OapiCodegen passes options through to oapi-codegen.
 	OapiCodegen OapiCodegen `yaml:"oapi-codegen"`
 

@@ -80,6 +80,13 @@ func Generate(cfg *Config) (*Result, error) {
 		File{filepath.Join(cfg.Output.Dir, "oapi.gen.go"), oapi.src},
 		File{filepath.Join(cfg.Output.Dir, "idempotency.gen.go"), layer},
 	)
+	if m.Client && m.Idempotent {
+		client, err := renderGo("client.go.tmpl", m)
+		if err != nil {
+			return nil, err
+		}
+		res.Files = append(res.Files, File{filepath.Join(cfg.Output.Dir, "idempotency_client.gen.go"), client})
+	}
 	if cfg.Output.Spec != "" {
 		augmented, err := augmentSpec(specPath, src, m)
 		if err != nil {

@@ -22,6 +22,7 @@ type model struct {
 	Idempotent bool // whether any operation is annotated
 	Phased     bool // whether any operation is annotated with mode: phased
 	Regexp     bool // whether any operation's declared key has a pattern
+	Client     bool // whether to write IdempotentClient
 	Operations []operation
 	// Mount is the server kind's code that builds the http.Handler,
 	// rendered from mount-<kind>.go.tmpl.
@@ -65,6 +66,10 @@ type operation struct {
 	// before the fingerprint; "" when there is none.
 	Multipart string
 
+	// ClientMethods are the client methods IdempotentClient wraps, when
+	// the config asks for the client.
+	ClientMethods []clientMethod
+
 	// Points are the recovery points of a phased operation, in order;
 	// nil for an atomic one.
 	Points []recoveryPoint
@@ -93,7 +98,7 @@ func (op operation) Phases() string    { return op.GoName + "Phases" }
 func (op operation) Last() recoveryPoint { return op.Points[len(op.Points)-1] }
 
 func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.OperationDefinition, security openapi3.SecurityRequirements) (*model, error) {
-	m := &model{Spec: cfg.specFromOutput(), Package: cfg.Output.Package}
+	m := &model{Spec: cfg.specFromOutput(), Package: cfg.Output.Package, Client: cfg.Client}
 	byRoute := make(map[string]annotation.Operation, len(annotated))
 	for _, a := range annotated {
 		byRoute[a.Method+" "+a.Path] = a
@@ -171,6 +176,7 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	op.Field = lowerFirst(op.GoName) + "Op"
 	op.Answer = lowerFirst(op.GoName) + "Answer"
 	op.KeyOptional = !a.Required
+	op.ClientMethods = clientMethods(d)
 	if err := declaredKey(op, a, d); err != nil {
 		return err
 	}

@@ -55,6 +55,7 @@ func runOapiCodegen(specPath string, cfg *Config) (out oapiOutput, err error) {
 		PackageName: cfg.Output.Package,
 		Generate: codegen.GenerateOptions{
 			StdHTTPServer: true,
+			Client:        cfg.Client,
 			Strict:        true,
 			Models:        true,
 		},

@@ -131,6 +131,7 @@ const configHelp = `idemgen.yaml (paths are relative to this file):
     package: gen              # its package name (default: the directory's name)
     spec: gen/openapi.yaml    # optional: a copy of the spec documenting the protocol, for clients and docs
   server: std-http            # the HTTP server kind (std-http)
+  client: true                # optional: oapi-codegen's client and IdempotentClient (one key per call, kept on retries)
   migrations:
     dir: gen/migrations       # default: <output.dir>/migrations
     format: golang-migrate    # golang-migrate (NNNN_x.up.sql / .down.sql) or goose
