@@ -1,9 +1,6 @@
 package generator_test
 
-import (
-	"path/filepath"
-	"testing"
-)
+import "testing"
 
 // TestDeclaredIdempotencyKeyParam runs the generated handler of a spec
 // that declares its own Idempotency-Key parameter, optional, 8 to 64
@@ -11,11 +8,7 @@ import (
 // limits with 400s that state them, and does not count the key in the
 // fingerprint.
 func TestDeclaredIdempotencyKeyParam(t *testing.T) {
-	res := generate(t, loadConfig(t, filepath.Join("testdata", "declaredkey", "idemgen.yaml")))
-	pkg := writeGoPackage(t, res, map[string]string{"declared_test.go": declaredKeyTest})
-	if out, err := runGo(t, "test", "-count=1", pkg); err != nil {
-		t.Fatalf("go test %s: %v\n%s", pkg, err, out)
-	}
+	runGenerated(t, "declaredkey", declaredKeyTest)
 }
 
 const declaredKeyTest = `package declaredkey

@@ -1,9 +1,6 @@
 package generator_test
 
-import (
-	"path/filepath"
-	"testing"
-)
+import "testing"
 
 // TestHeaderParamsInFingerprint runs the orders test spec's generated
 // handler over HTTP: createOrder declares X-Request-Id, which counts in the
@@ -11,11 +8,7 @@ import (
 // the zero-value options (one scope for all), a caller that changes the
 // declared header under a key gets a 422, never the other's response.
 func TestHeaderParamsInFingerprint(t *testing.T) {
-	res := generate(t, loadConfig(t, filepath.Join("testdata", "orders", "idemgen.yaml")))
-	pkg := writeGoPackage(t, res, map[string]string{"params_test.go": headerParamsTest})
-	if out, err := runGo(t, "test", "-count=1", pkg); err != nil {
-		t.Fatalf("go test %s: %v\n%s", pkg, err, out)
-	}
+	runGenerated(t, "orders", headerParamsTest)
 }
 
 const headerParamsTest = `package orders

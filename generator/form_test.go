@@ -1,9 +1,6 @@
 package generator_test
 
-import (
-	"path/filepath"
-	"testing"
-)
+import "testing"
 
 // TestFormFieldsTheDecoderDrops runs the refunds test spec's generated
 // handler over HTTP: createCharge takes a form whose schema names no
@@ -12,11 +9,7 @@ import (
 // replay of the other request. An excluded member of a form body
 // (updateCustomer's metadata[trace_id]) still does not count.
 func TestFormFieldsTheDecoderDrops(t *testing.T) {
-	res := generate(t, loadConfig(t, filepath.Join("testdata", "refunds", "idemgen.yaml")))
-	pkg := writeGoPackage(t, res, map[string]string{"form_test.go": formTest})
-	if out, err := runGo(t, "test", "-count=1", pkg); err != nil {
-		t.Fatalf("go test %s: %v\n%s", pkg, err, out)
-	}
+	runGenerated(t, "refunds", formTest)
 }
 
 const formTest = `package refunds

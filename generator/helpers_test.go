@@ -121,3 +121,14 @@ func runGo(t *testing.T, args ...string) ([]byte, error) {
 	}
 	return exec.Command(goTool, args...).CombinedOutput()
 }
+
+// runGenerated generates the test case in testdata/<name> and runs
+// tests, a Go test file written into the generated package, with go test.
+func runGenerated(t *testing.T, name, tests string) {
+	t.Helper()
+	res := generate(t, loadConfig(t, filepath.Join("testdata", name, "idemgen.yaml")))
+	pkg := writeGoPackage(t, res, map[string]string{name + "_run_test.go": tests})
+	if out, err := runGo(t, "test", "-count=1", pkg); err != nil {
+		t.Fatalf("go test %s: %v\n%s", pkg, err, out)
+	}
+}

@@ -285,9 +285,5 @@ func TestScopes(t *testing.T) {
 // The generated code reads the scope header and requires idem.Options.Scope
 // as testdata/scopes says.
 func TestScopesRun(t *testing.T) {
-	res := generate(t, loadConfig(t, filepath.Join("testdata", "scopes", "idemgen.yaml")))
-	pkg := writeGoPackage(t, res, map[string]string{"scopes_test.go": scopesTest})
-	if out, err := runGo(t, "test", "-count=1", pkg); err != nil {
-		t.Fatalf("go test %s: %v\n%s", pkg, err, out)
-	}
+	runGenerated(t, "scopes", scopesTest)
 }
