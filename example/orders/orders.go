@@ -23,12 +23,11 @@ import (
 //go:embed schema.sql
 var schema string
 
-// Migrate creates the key store and the orders and payments tables.
+// Migrate creates the key store and the orders and payments tables, the
+// latter under the key store's migration lock, so that servers starting
+// at once on a new database all come up.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	if err := pgstore.Migrate(ctx, pool); err != nil {
-		return err
-	}
-	if _, err := pool.Exec(ctx, schema); err != nil {
+	if err := pgstore.Migrate(ctx, pool, schema); err != nil {
 		return fmt.Errorf("orders: migrate: %w", err)
 	}
 	return nil

@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/idemgen/idemgen/example/server"
+	"github.com/idemgen/idemgen/internal/pgtest"
 )
 
 // A server that cannot start says why and what to do, and never panics.
@@ -42,5 +44,30 @@ func TestStartupErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Two servers starting at once on a new database both come up: the key
+// store's migrations and the example's own schema run under one lock.
+func TestTwoServersStartOnANewDatabase(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var wg sync.WaitGroup
+	servers := make([]*server.Server, 2)
+	errs := make([]error, 2)
+	for i := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			servers[i], errs[i] = server.Start(context.Background(), server.Config{DatabaseURL: url, Logger: quiet})
+		}()
+	}
+	wg.Wait()
+	for i := range servers {
+		if errs[i] != nil {
+			t.Errorf("server %d: %v", i, errs[i])
+			continue
+		}
+		servers[i].Close()
 	}
 }
