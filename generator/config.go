@@ -62,11 +62,12 @@ type OapiCodegen struct {
 	OutputOptions codegen.OutputOptions `yaml:"output-options"`
 }
 
-// Server kinds. Only std-http is implemented; the names of the others are
-// reserved so that a config naming them gets a clear answer.
+// Server kinds: oapi-codegen's server generators that the layer mounts on.
+// The names of the others are reserved so that a config naming them gets
+// a clear answer.
 var (
-	serverKinds        = []string{"std-http"}
-	plannedServerKinds = []string{"chi", "echo", "gin"}
+	serverKinds        = []string{"std-http", "chi"}
+	plannedServerKinds = []string{"echo", "gin"}
 )
 
 // Migration formats.
@@ -126,7 +127,7 @@ func (c *Config) complete() error {
 	switch {
 	case slices.Contains(serverKinds, c.Server):
 	case slices.Contains(plannedServerKinds, c.Server):
-		problems = append(problems, fmt.Sprintf("server %q is not supported yet; use std-http and mount the handler on your router", c.Server))
+		problems = append(problems, fmt.Sprintf("server %q is not supported yet; use std-http or chi and mount the http.Handler on your router", c.Server))
 	default:
 		problems = append(problems, fmt.Sprintf("server %q is unknown; expected one of %s", c.Server, strings.Join(serverKinds, ", ")))
 	}

@@ -61,7 +61,7 @@ func Generate(cfg *Config) (*Result, error) {
 	if err := checkNames(specPath, oapi.src, m); err != nil {
 		return nil, err
 	}
-	mount, err := render("mount-"+cfg.Server+".go.tmpl", m)
+	mount, err := render("mount-http.go.tmpl", m) // std-http and chi
 	if err != nil {
 		return nil, err
 	}

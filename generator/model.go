@@ -19,10 +19,11 @@ import (
 type model struct {
 	Spec       string // the spec's path relative to the output directory
 	Package    string
-	Idempotent bool // whether any operation is annotated
-	Phased     bool // whether any operation is annotated with mode: phased
-	Regexp     bool // whether any operation's declared key has a pattern
-	Client     bool // whether to write IdempotentClient
+	Idempotent bool   // whether any operation is annotated
+	Phased     bool   // whether any operation is annotated with mode: phased
+	Regexp     bool   // whether any operation's declared key has a pattern
+	Client     bool   // whether to write IdempotentClient
+	Server     string // the server kind: std-http, chi
 	Operations []operation
 	// Mount is the server kind's code that builds the http.Handler,
 	// rendered from mount-<kind>.go.tmpl.
@@ -98,7 +99,7 @@ func (op operation) Phases() string    { return op.GoName + "Phases" }
 func (op operation) Last() recoveryPoint { return op.Points[len(op.Points)-1] }
 
 func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.OperationDefinition, security openapi3.SecurityRequirements) (*model, error) {
-	m := &model{Spec: cfg.specFromOutput(), Package: cfg.Output.Package, Client: cfg.Client}
+	m := &model{Spec: cfg.specFromOutput(), Package: cfg.Output.Package, Client: cfg.Client, Server: cfg.Server}
 	byRoute := make(map[string]annotation.Operation, len(annotated))
 	for _, a := range annotated {
 		byRoute[a.Method+" "+a.Path] = a

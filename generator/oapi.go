@@ -54,7 +54,8 @@ func runOapiCodegen(specPath string, cfg *Config) (out oapiOutput, err error) {
 	conf := codegen.Configuration{
 		PackageName: cfg.Output.Package,
 		Generate: codegen.GenerateOptions{
-			StdHTTPServer: true,
+			StdHTTPServer: cfg.Server == "std-http",
+			ChiServer:     cfg.Server == "chi",
 			Client:        cfg.Client,
 			Strict:        true,
 			Models:        true,

@@ -177,8 +177,8 @@ func TestConfigErrors(t *testing.T) {
 		},
 		{
 			name:   "planned server",
-			config: "spec: openapi.yaml\noutput:\n  dir: gen\nserver: chi\n",
-			want:   []string{`server "chi" is not supported yet`},
+			config: "spec: openapi.yaml\noutput:\n  dir: gen\nserver: gin\n",
+			want:   []string{`server "gin" is not supported yet`},
 		},
 	}
 	for _, tt := range tests {
