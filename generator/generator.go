@@ -30,6 +30,9 @@ type File struct {
 // Result is the output of one run.
 type Result struct {
 	Files []File
+	// Stale lists files idemgen wrote before that the output no longer
+	// has, such as migrations in a format used before; paths as in File.
+	Stale []string
 	// Operations counts the spec's operations; Idempotent the annotated ones.
 	Operations, Idempotent int
 	// Warnings are problems that do not stop generation, each
@@ -94,11 +97,12 @@ func Generate(cfg *Config) (*Result, error) {
 		}
 		res.Files = append(res.Files, File{cfg.Output.Spec, augmented})
 	}
-	sqlFiles, err := sqlFiles(cfg)
+	sqlFiles, stale, err := sqlFiles(cfg)
 	if err != nil {
 		return nil, err
 	}
 	res.Files = append(res.Files, sqlFiles...)
+	res.Stale = stale
 	return res, nil
 }
 
@@ -131,6 +135,13 @@ func (r *Result) Write(dir string) (written []string, err error) {
 		}
 		written = append(written, path)
 	}
+	for _, f := range r.Stale {
+		path := filepath.Join(dir, f)
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return written, fmt.Errorf("remove a stale file: %w", err)
+		}
+		written = append(written, path+" (removed)")
+	}
 	return written, nil
 }
 
@@ -154,6 +165,9 @@ func (r *Result) Check(dir string) error {
 		case !bytes.Equal(old, f.Content):
 			stale = append(stale, path+" (differs)")
 		}
+	}
+	for _, f := range r.Stale {
+		stale = append(stale, filepath.Join(dir, f)+" (idemgen's, and no longer generated: remove it)")
 	}
 	if len(stale) == 0 {
 		return nil

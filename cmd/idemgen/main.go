@@ -251,12 +251,12 @@ func runMigrations(args []string, stderr io.Writer) int {
 		}
 		return 2
 	}
-	files, err := generator.MigrationFiles(generator.Migrations{Dir: *dir, Format: *format})
+	files, stale, err := generator.MigrationFiles("", generator.Migrations{Dir: *dir, Format: *format})
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen: %v\n", err)
 		return 2
 	}
-	written, err := (&generator.Result{Files: files}).Write("")
+	written, err := (&generator.Result{Files: files, Stale: stale}).Write("")
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen: %v\n", err)
 		return 1

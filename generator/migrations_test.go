@@ -1,0 +1,113 @@
+package generator_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/idemgen/idemgen/generator"
+)
+
+// names lists the files of dir.
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// writeMigrations generates the migrations into root/migrations in format
+// and writes them, stale files removed.
+func writeMigrations(t *testing.T, root, format string) *generator.Result {
+	t.Helper()
+	files, stale, err := generator.MigrationFiles(root, generator.Migrations{Dir: "migrations", Format: format})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &generator.Result{Files: files, Stale: stale}
+	if _, err := res.Write(root); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// The key store's migrations fit a folder that has migrations of its own:
+// numbered after the highest version there, stable on every run, and
+// moved whole, with no file left behind, when the format changes.
+func TestMigrationsFitTheFolder(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "migrations")
+	writeFile(t, filepath.Join(dir, "00001_init.sql"), []byte("-- +goose Up\nCREATE TABLE users (id int);\n"))
+	writeFile(t, filepath.Join(dir, "00002_orders.sql"), []byte("-- +goose Up\nCREATE TABLE orders (id int);\n"))
+	writeFile(t, filepath.Join(dir, "README"), []byte("not a migration\n"))
+
+	first := writeMigrations(t, root, generator.FormatGoose)
+	want := []string{"00001_init.sql", "00002_orders.sql", "00003_idempotency_keys.sql", "00004_phased_attempts.sql", "00005_key_generations.sql", "README"}
+	if got := names(t, dir); !slices.Equal(got, want) {
+		t.Fatalf("after goose: %q, want %q", got, want)
+	}
+	// A second run changes nothing, even with a later user migration.
+	writeFile(t, filepath.Join(dir, "00006_items.sql"), []byte("-- +goose Up\nCREATE TABLE items (id int);\n"))
+	again, stale, err := generator.MigrationFiles(root, generator.Migrations{Dir: "migrations", Format: generator.FormatGoose})
+	if err != nil || len(stale) != 0 {
+		t.Fatal(err, stale)
+	}
+	if err := (&generator.Result{Files: again}).Check(root); err != nil {
+		t.Fatalf("second run differs: %v", err)
+	}
+	if len(again) != len(first.Files) {
+		t.Fatalf("%d files, then %d", len(first.Files), len(again))
+	}
+
+	// Switching format keeps the versions and removes the old files.
+	writeMigrations(t, root, generator.FormatGolangMigrate)
+	want = []string{"00001_init.sql", "00002_orders.sql",
+		"00003_idempotency_keys.down.sql", "00003_idempotency_keys.up.sql",
+		"00004_phased_attempts.down.sql", "00004_phased_attempts.up.sql",
+		"00005_key_generations.down.sql", "00005_key_generations.up.sql",
+		"00006_items.sql", "README"}
+	if got := names(t, dir); !slices.Equal(got, want) {
+		t.Fatalf("after switching to golang-migrate: %q, want %q", got, want)
+	}
+}
+
+// check reports an idemgen file that should not be there, as a format
+// switch that was not written would leave.
+func TestCheckReportsStaleMigrations(t *testing.T) {
+	root := t.TempDir()
+	writeMigrations(t, root, generator.FormatGoose)
+	files, stale, err := generator.MigrationFiles(root, generator.Migrations{Dir: "migrations", Format: generator.FormatGolangMigrate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = (&generator.Result{Files: files, Stale: stale}).Check(root)
+	var se *generator.StaleError
+	if !errors.As(err, &se) {
+		t.Fatalf("Check = %v, want a StaleError", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "0001_idempotency_keys.sql (idemgen's, and no longer generated: remove it)") || !strings.Contains(msg, "0001_idempotency_keys.up.sql (missing)") {
+		t.Fatalf("Check does not name the goose file to remove and the missing ones:\n%s", msg)
+	}
+}
+
+// In a folder of timestamp-versioned migrations, the key store's come
+// after the latest, in the same width.
+func TestMigrationsAfterTimestamps(t *testing.T) {
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "migrations", "20240101120000_init.up.sql"), []byte("CREATE TABLE users (id int);\n"))
+	writeMigrations(t, root, generator.FormatGolangMigrate)
+	got := names(t, filepath.Join(root, "migrations"))
+	if !slices.Contains(got, "20240101120001_idempotency_keys.up.sql") || !slices.Contains(got, "20240101120003_key_generations.down.sql") {
+		t.Fatalf("files %q, want the key store's numbered after 20240101120000", got)
+	}
+}
