@@ -74,7 +74,11 @@ var (
 const (
 	FormatGolangMigrate = "golang-migrate"
 	FormatGoose         = "goose"
+	FormatTern          = "tern"
 )
+
+// migrationFormats are the migration tools idemgen writes files for.
+var migrationFormats = []string{FormatGolangMigrate, FormatGoose, FormatTern}
 
 // ErrConfig marks errors in the configuration file.
 var ErrConfig = errors.New("invalid config")
@@ -137,8 +141,8 @@ func (c *Config) complete() error {
 	if c.Migrations.Format == "" {
 		c.Migrations.Format = FormatGolangMigrate
 	}
-	if c.Migrations.Format != FormatGolangMigrate && c.Migrations.Format != FormatGoose {
-		problems = append(problems, fmt.Sprintf("migrations.format %q is unknown; expected %s or %s", c.Migrations.Format, FormatGolangMigrate, FormatGoose))
+	if !slices.Contains(migrationFormats, c.Migrations.Format) {
+		problems = append(problems, fmt.Sprintf("migrations.format %q is unknown; expected one of %s", c.Migrations.Format, strings.Join(migrationFormats, ", ")))
 	}
 	if c.Queries.Dir == "" {
 		c.Queries.Dir = filepath.Join(c.Output.Dir, "queries")

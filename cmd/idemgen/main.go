@@ -134,7 +134,7 @@ const configHelp = `idemgen.yaml (paths are relative to this file):
   client: true                # optional: oapi-codegen's client and IdempotentClient (one key per call, kept on retries)
   migrations:
     dir: gen/migrations       # default: <output.dir>/migrations
-    format: golang-migrate    # golang-migrate (NNNN_x.up.sql / .down.sql) or goose
+    format: golang-migrate    # golang-migrate (NNNN_x.up.sql / .down.sql), goose or tern; numbered after the dir's own
   queries:
     dir: gen/queries          # the key store's sqlc queries; default: <output.dir>/queries
   oapi-codegen:
@@ -243,7 +243,7 @@ func elapsed(start time.Time) string {
 func runMigrations(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("idemgen migrations", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	format := fs.String("format", generator.FormatGolangMigrate, "golang-migrate (NNNN_x.up.sql and .down.sql) or goose")
+	format := fs.String("format", generator.FormatGolangMigrate, "golang-migrate (NNNN_x.up.sql and .down.sql), goose (NNNN_x.sql, -- +goose Up/Down) or tern (NNNN_x.sql, ---- create above / drop below ----)")
 	dir := fs.String("dir", "migrations", "the directory to write them to")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idemgen/idemgen/internal/pgtest"
+	"github.com/jackc/pgx/v5"
+)
+
+// buildTool builds a migration tool from the tools module (tools/go.mod),
+// where it is a Go tool dependency: no download beyond Go modules.
+func buildTool(t *testing.T, pkg string) string {
+	t.Helper()
+	root, err := filepath.Abs(moduleRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), filepath.Base(filepath.Dir(pkg+"/x")))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = filepath.Join(root, "tools")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
+func tableExists(t *testing.T, url, table string) bool {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var ok bool
+	if err := conn.QueryRow(context.Background(), `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&ok); err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// TestMigrationFormats applies the key store's migrations, written by
+// idemgen migrations next to a migration of the user's, with the real
+// tool of each format: up, down to the user's migration, and up again.
+func TestMigrationFormats(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the migration tools")
+	}
+	for _, tc := range []struct {
+		format, pkg, user string
+		up, down          func(bin, dir, url string) []string
+	}{
+		{
+			format: "goose", pkg: "github.com/pressly/goose/v3/cmd/goose",
+			user: "00001_users.sql", // goose's own file of the user's
+			up:   func(bin, dir, url string) []string { return []string{bin, "-dir", dir, "postgres", url, "up"} },
+			down: func(bin, dir, url string) []string {
+				return []string{bin, "-dir", dir, "postgres", url, "down-to", "1"}
+			},
+		},
+		{
+			format: "tern", pkg: "github.com/jackc/tern/v2",
+			user: "001_users.sql",
+			up: func(bin, dir, url string) []string {
+				return []string{bin, "migrate", "--migrations", dir, "--conn-string", url}
+			},
+			down: func(bin, dir, url string) []string {
+				return []string{bin, "migrate", "--migrations", dir, "--conn-string", url, "--destination", "1"}
+			},
+		},
+	} {
+		t.Run(tc.format, func(t *testing.T) {
+			bin := buildTool(t, tc.pkg)
+			url := pgtest.NewDatabase(t)
+			dir := t.TempDir()
+			user := map[string]string{
+				"goose": "-- +goose Up\nCREATE TABLE users (id int);\n-- +goose Down\nDROP TABLE users;\n",
+				"tern":  "CREATE TABLE users (id int);\n---- create above / drop below ----\nDROP TABLE users;\n",
+			}[tc.format]
+			write(t, filepath.Join(dir, tc.user), user)
+			var stderr bytes.Buffer
+			if code := run([]string{"migrations", "-format", tc.format, "-dir", dir}, &stderr, &stderr); code != 0 {
+				t.Fatalf("idemgen migrations: exit %d\n%s", code, stderr.String())
+			}
+			runTool := func(args []string) {
+				t.Helper()
+				out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+				if err != nil {
+					t.Fatalf("%s: %v\n%s", strings.Join(args[1:], " "), err, out)
+				}
+			}
+			runTool(tc.up(bin, dir, url))
+			if !tableExists(t, url, "idempotency_keys") || !tableExists(t, url, "idempotency_secret") || !tableExists(t, url, "users") {
+				t.Fatal("after up: a table is missing")
+			}
+			runTool(tc.down(bin, dir, url))
+			if tableExists(t, url, "idempotency_keys") || !tableExists(t, url, "users") {
+				t.Fatal("after down to the user's migration: the key table is still there, or the user's is gone")
+			}
+			runTool(tc.up(bin, dir, url))
+			if !tableExists(t, url, "idempotency_keys") {
+				t.Fatal("after up again: no key table")
+			}
+		})
+	}
+}
