@@ -15,14 +15,14 @@ import (
 
 // buildTool builds a migration tool from the tools module (tools/go.mod),
 // where it is a Go tool dependency: no download beyond Go modules.
-func buildTool(t *testing.T, pkg string) string {
+func buildTool(t *testing.T, pkg string, tags string) string {
 	t.Helper()
 	root, err := filepath.Abs(moduleRoot(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), filepath.Base(filepath.Dir(pkg+"/x")))
-	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd := exec.Command("go", "build", "-tags", tags, "-o", bin, pkg)
 	cmd.Dir = filepath.Join(root, "tools")
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -53,12 +53,19 @@ func TestMigrationFormats(t *testing.T) {
 		t.Skip("builds the migration tools")
 	}
 	for _, tc := range []struct {
-		format, pkg, user string
+		format, pkg, tags string
+		user              map[string]string // the user's migration 1, by file name
 		up, down          func(bin, dir, url string) []string
 	}{
 		{
+			format: "golang-migrate", pkg: "github.com/golang-migrate/migrate/v4/cmd/migrate", tags: "postgres",
+			user: map[string]string{"000001_users.up.sql": "CREATE TABLE users (id int);\n", "000001_users.down.sql": "DROP TABLE users;\n"},
+			up:   func(bin, dir, url string) []string { return []string{bin, "-path", dir, "-database", url, "up"} },
+			down: func(bin, dir, url string) []string { return []string{bin, "-path", dir, "-database", url, "goto", "1"} },
+		},
+		{
 			format: "goose", pkg: "github.com/pressly/goose/v3/cmd/goose",
-			user: "00001_users.sql", // goose's own file of the user's
+			user: map[string]string{"00001_users.sql": "-- +goose Up\nCREATE TABLE users (id int);\n-- +goose Down\nDROP TABLE users;\n"},
 			up:   func(bin, dir, url string) []string { return []string{bin, "-dir", dir, "postgres", url, "up"} },
 			down: func(bin, dir, url string) []string {
 				return []string{bin, "-dir", dir, "postgres", url, "down-to", "1"}
@@ -66,7 +73,7 @@ func TestMigrationFormats(t *testing.T) {
 		},
 		{
 			format: "tern", pkg: "github.com/jackc/tern/v2",
-			user: "001_users.sql",
+			user: map[string]string{"001_users.sql": "CREATE TABLE users (id int);\n---- create above / drop below ----\nDROP TABLE users;\n"},
 			up: func(bin, dir, url string) []string {
 				return []string{bin, "migrate", "--migrations", dir, "--conn-string", url}
 			},
@@ -76,14 +83,12 @@ func TestMigrationFormats(t *testing.T) {
 		},
 	} {
 		t.Run(tc.format, func(t *testing.T) {
-			bin := buildTool(t, tc.pkg)
+			bin := buildTool(t, tc.pkg, tc.tags)
 			url := pgtest.NewDatabase(t)
 			dir := t.TempDir()
-			user := map[string]string{
-				"goose": "-- +goose Up\nCREATE TABLE users (id int);\n-- +goose Down\nDROP TABLE users;\n",
-				"tern":  "CREATE TABLE users (id int);\n---- create above / drop below ----\nDROP TABLE users;\n",
-			}[tc.format]
-			write(t, filepath.Join(dir, tc.user), user)
+			for name, sql := range tc.user {
+				write(t, filepath.Join(dir, name), sql)
+			}
 			var stderr bytes.Buffer
 			if code := run([]string{"migrations", "-format", tc.format, "-dir", dir}, &stderr, &stderr); code != 0 {
 				t.Fatalf("idemgen migrations: exit %d\n%s", code, stderr.String())
