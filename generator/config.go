@@ -62,13 +62,9 @@ type OapiCodegen struct {
 	OutputOptions codegen.OutputOptions `yaml:"output-options"`
 }
 
-// Server kinds: oapi-codegen's server generators that the layer mounts on.
-// The names of the others are reserved so that a config naming them gets
-// a clear answer.
-var (
-	serverKinds        = []string{"std-http", "chi"}
-	plannedServerKinds = []string{"echo", "gin"}
-)
+// serverKinds are oapi-codegen's server generators that the layer mounts
+// on.
+var serverKinds = []string{"std-http", "chi", "echo", "gin"}
 
 // Migration formats.
 const (
@@ -130,8 +126,6 @@ func (c *Config) complete() error {
 	}
 	switch {
 	case slices.Contains(serverKinds, c.Server):
-	case slices.Contains(plannedServerKinds, c.Server):
-		problems = append(problems, fmt.Sprintf("server %q is not supported yet; use std-http or chi and mount the http.Handler on your router", c.Server))
 	default:
 		problems = append(problems, fmt.Sprintf("server %q is unknown; expected one of %s", c.Server, strings.Join(serverKinds, ", ")))
 	}

@@ -64,7 +64,7 @@ func Generate(cfg *Config) (*Result, error) {
 	if err := checkNames(specPath, oapi.src, m); err != nil {
 		return nil, err
 	}
-	mount, err := render("mount-http.go.tmpl", m) // std-http and chi
+	mount, err := render(mountTemplate(cfg.Server), m)
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +104,16 @@ func Generate(cfg *Config) (*Result, error) {
 	res.Files = append(res.Files, sqlFiles...)
 	res.Stale = stale
 	return res, nil
+}
+
+// mountTemplate is the template of the code that mounts the layer on the
+// server kind's router.
+func mountTemplate(server string) string {
+	switch server {
+	case "echo", "gin":
+		return "mount-" + server + ".go.tmpl"
+	}
+	return "mount-http.go.tmpl" // std-http and chi: an http.Handler
 }
 
 func renderGo(name string, data any) ([]byte, error) {

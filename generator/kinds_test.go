@@ -1,26 +1,109 @@
 package generator_test
 
 import (
+	"path/filepath"
 	"testing"
 
-	// The chi server kind's generated code imports chi; compiling it in
-	// this module needs chi among the module's requirements, which go mod
-	// tidy keeps only for an import it sees.
+	// The generated code of the chi, echo and gin server kinds imports
+	// their routers; compiling it in this module needs them among the
+	// module's requirements, which go mod tidy keeps only for an import it
+	// sees.
+	_ "github.com/gin-gonic/gin"
 	_ "github.com/go-chi/chi/v5"
+	_ "github.com/labstack/echo/v4"
 )
 
 // TestServerKinds runs one protocol suite over HTTP against the example's
-// spec generated for each server kind: every row of the protocol table
-// that needs no database, a 50-way race for one key, and tenant
-// isolation by the spec's scope header.
+// spec generated for each server kind, mounted the way that router mounts
+// things: every row of the protocol table that needs no database, a
+// 50-way race for one key, tenant isolation by the spec's scope header,
+// and a value a router middleware set reaching the handler.
 func TestServerKinds(t *testing.T) {
-	for _, kind := range []string{"std-http", "chi"} {
+	for _, kind := range []string{"std-http", "chi", "echo", "gin"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			runGenerated(t, "kinds-"+kind, protocolSuite)
+			name := "kinds-" + kind
+			res := generate(t, loadConfig(t, filepath.Join("testdata", name, "idemgen.yaml")))
+			pkg := writeGoPackage(t, res, map[string]string{
+				"protocol_test.go": protocolSuite,
+				"mount_test.go":    mounts[kind],
+			})
+			if out, err := runGo(t, "test", "-count=1", pkg); err != nil {
+				t.Fatalf("go test %s: %v\n%s", pkg, err, out)
+			}
 		})
 	}
 }
+
+// mounts hold each kind's newHandler: the layer mounted on that router,
+// behind a middleware in the router's own style that stores the caller's
+// principal, which the suite's handler requires.
+var mounts = map[string]string{
+	"std-http": httpMount,
+	"chi":      httpMount,
+	"echo": `package kinds
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/memstore"
+)
+
+func newHandler(impl IdempotentServer[memstore.NoTx], store idem.Store[memstore.NoTx], opts IdempotentHandlerOptions) http.Handler {
+	e := echo.New()
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			c.Set(principalKey, "p1")
+			return next(c)
+		}
+	})
+	RegisterIdempotentHandlers(e, impl, store, opts)
+	return e
+}
+`,
+	"gin": `package kinds
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/memstore"
+)
+
+func newHandler(impl IdempotentServer[memstore.NoTx], store idem.Store[memstore.NoTx], opts IdempotentHandlerOptions) http.Handler {
+	gin.SetMode(gin.ReleaseMode) // no debug route listing
+	r := gin.New()
+	r.Use(func(c *gin.Context) { c.Set(principalKey, "p1") })
+	RegisterIdempotentHandlers(r, impl, store, opts)
+	return r
+}
+`,
+}
+
+const httpMount = `package kinds
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/memstore"
+)
+
+func newHandler(impl IdempotentServer[memstore.NoTx], store idem.Store[memstore.NoTx], opts IdempotentHandlerOptions) http.Handler {
+	opts.Middlewares = []MiddlewareFunc{func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, "p1")))
+		})
+	}}
+	return NewIdempotentHandler(impl, store, opts)
+}
+`
 
 const protocolSuite = `package kinds
 
@@ -52,7 +135,13 @@ type service struct {
 	release  chan struct{}
 }
 
+// principalKey is where each kind's router middleware stores the caller.
+const principalKey = "principal"
+
 func (s *service) CreateOrder(ctx context.Context, at *idem.Attempt[memstore.NoTx], req CreateOrderRequestObject) (CreateOrderResponseObject, error) {
+	if p, _ := ctx.Value(principalKey).(string); p != "p1" {
+		return nil, fmt.Errorf("the router middleware's principal is %q in the handler's context, want p1", p)
+	}
 	n := s.runs.Add(1)
 	if s.failNext.CompareAndSwap(true, false) {
 		return nil, errors.New("the handler failed")
@@ -101,7 +190,7 @@ type reply struct {
 
 func TestProtocol(t *testing.T) {
 	svc := &service{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	srv := httptest.NewServer(NewIdempotentHandler(svc, memstore.New(memstore.Options{}), IdempotentHandlerOptions{Options: idem.Options{Logger: slog.New(slog.DiscardHandler)}}))
+	srv := httptest.NewServer(newHandler(svc, memstore.New(memstore.Options{}), IdempotentHandlerOptions{Options: idem.Options{Logger: slog.New(slog.DiscardHandler)}}))
 	defer srv.Close()
 	send := func(account, body string, keys ...string) (reply, error) {
 		req, err := http.NewRequest("POST", srv.URL+"/orders", strings.NewReader(body))
@@ -109,7 +198,9 @@ func TestProtocol(t *testing.T) {
 			return reply{}, err
 		}
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Account-Id", account)
+		if account != "" {
+			req.Header.Set("X-Account-Id", account)
+		}
 		for _, k := range keys {
 			req.Header.Add("Idempotency-Key", k)
 		}
@@ -149,6 +240,9 @@ func TestProtocol(t *testing.T) {
 	}
 	if r := post("a1", ` + "`" + `{"amount_cents": "lots"}` + "`" + `, "k0"); r.status != 400 || r.typ != idem.TypeInvalidRequest {
 		t.Fatalf("body that does not decode: %+v", r)
+	}
+	if r := post("", order("c"), "k0"); r.status != 400 || r.header.Get("Content-Type") != "application/problem+json" || !strings.Contains(r.body, "X-Account-Id") {
+		t.Fatalf("no account header: %+v", r)
 	}
 	runs(0)
 

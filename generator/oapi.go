@@ -56,6 +56,8 @@ func runOapiCodegen(specPath string, cfg *Config) (out oapiOutput, err error) {
 		Generate: codegen.GenerateOptions{
 			StdHTTPServer: cfg.Server == "std-http",
 			ChiServer:     cfg.Server == "chi",
+			EchoServer:    cfg.Server == "echo",
+			GinServer:     cfg.Server == "gin",
 			Client:        cfg.Client,
 			Strict:        true,
 			Models:        true,

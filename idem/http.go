@@ -36,40 +36,50 @@ const DefaultMaxBodyBytes = DefaultMaxMultipartBytes
 // a decoder that stops at the end of the first JSON value would otherwise
 // let an oversized body through.
 func LimitBody(limit int64) func(http.Handler) http.Handler {
-	if limit == 0 {
-		limit = DefaultMaxBodyBytes
-	}
 	return func(next http.Handler) http.Handler {
 		if limit < 0 {
 			return next
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Body == nil || r.Body == http.NoBody {
+			if ReadBody(w, r, limit) {
 				next.ServeHTTP(w, r)
-				return
 			}
-			if r.ContentLength > limit {
-				WriteProblem(w, bodyTooLarge(limit))
-				return
-			}
-			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-				WriteProblem(w, bodyTooLarge(limit))
-				return
-			}
-			if err != nil {
-				WriteProblem(w, &Problem{
-					Type:   TypeInvalidRequest,
-					Title:  "Invalid request",
-					Status: http.StatusBadRequest,
-					Detail: "The request body could not be read: " + err.Error() + ". Send the request again; it was not run.",
-				})
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// ReadBody does what LimitBody does, for routers whose middlewares are not
+// http.Handler wrappers: it reads r's body whole, up to limit bytes (0:
+// DefaultMaxBodyBytes; negative: no limit), and puts it back on r. When the
+// body is too large or cannot be read it answers w with a problem and
+// returns false: the request must go no further.
+func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
+	if limit == 0 {
+		limit = DefaultMaxBodyBytes
+	}
+	if limit < 0 || r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	if r.ContentLength > limit {
+		WriteProblem(w, bodyTooLarge(limit))
+		return false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		WriteProblem(w, bodyTooLarge(limit))
+		return false
+	}
+	if err != nil {
+		WriteProblem(w, &Problem{
+			Type:   TypeInvalidRequest,
+			Title:  "Invalid request",
+			Status: http.StatusBadRequest,
+			Detail: "The request body could not be read: " + err.Error() + ". Send the request again; it was not run.",
+		})
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return true
 }
 
 func bodyTooLarge(limit int64) *Problem {

@@ -130,7 +130,7 @@ const configHelp = `idemgen.yaml (paths are relative to this file):
     dir: gen                  # where the Go code goes: oapi.gen.go, idempotency.gen.go
     package: gen              # its package name (default: the directory's name)
     spec: gen/openapi.yaml    # optional: a copy of the spec documenting the protocol, for clients and docs
-  server: std-http            # the HTTP server kind: std-http or chi (echo and gin are planned)
+  server: std-http            # the HTTP server kind: std-http, chi, echo or gin
   client: true                # optional: oapi-codegen's client and IdempotentClient (one key per call, kept on retries)
   migrations:
     dir: gen/migrations       # default: <output.dir>/migrations

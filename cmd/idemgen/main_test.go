@@ -176,9 +176,9 @@ func TestConfigErrors(t *testing.T) {
 			want:   []string{"invalid config", "spec is missing"},
 		},
 		{
-			name:   "planned server",
-			config: "spec: openapi.yaml\noutput:\n  dir: gen\nserver: gin\n",
-			want:   []string{`server "gin" is not supported yet`},
+			name:   "unknown server",
+			config: "spec: openapi.yaml\noutput:\n  dir: gen\nserver: fiber\n",
+			want:   []string{`server "fiber" is unknown; expected one of std-http, chi, echo, gin`},
 		},
 	}
 	for _, tt := range tests {
