@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 	"gopkg.in/yaml.v3"
@@ -49,6 +50,13 @@ type Output struct {
 type Migrations struct {
 	Dir    string `yaml:"dir"`
 	Format string `yaml:"format"`
+	// Version, when set, is the first version of the migrations idemgen
+	// has not written to Dir before; the next ones follow it. Zero numbers
+	// them after the highest version in Dir, or, for dbmate, by the time.
+	Version uint64 `yaml:"version"`
+
+	// now gives dbmate's timestamps; nil is time.Now.
+	now func() time.Time
 }
 
 // Queries say where the sqlc query file is written.
@@ -71,10 +79,11 @@ const (
 	FormatGolangMigrate = "golang-migrate"
 	FormatGoose         = "goose"
 	FormatTern          = "tern"
+	FormatDbmate        = "dbmate"
 )
 
 // migrationFormats are the migration tools idemgen writes files for.
-var migrationFormats = []string{FormatGolangMigrate, FormatGoose, FormatTern}
+var migrationFormats = []string{FormatGolangMigrate, FormatGoose, FormatTern, FormatDbmate}
 
 // ErrConfig marks errors in the configuration file.
 var ErrConfig = errors.New("invalid config")

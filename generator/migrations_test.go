@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgen/idemgen/generator"
 )
@@ -109,5 +110,78 @@ func TestMigrationsAfterTimestamps(t *testing.T) {
 	got := names(t, filepath.Join(root, "migrations"))
 	if !slices.Contains(got, "20240101120001_idempotency_keys.up.sql") || !slices.Contains(got, "20240101120003_key_generations.down.sql") {
 		t.Fatalf("files %q, want the key store's numbered after 20240101120000", got)
+	}
+}
+
+// dbmate's migrations are versioned by the time they are first written,
+// and keep those versions on every later run; after a user's migration
+// stamped later than the clock, they follow it.
+func TestDbmateTimestamps(t *testing.T) {
+	root := t.TempDir()
+	clock := time.Date(2026, 11, 24, 9, 30, 0, 0, time.UTC)
+	m := generator.WithClock(generator.Migrations{Dir: "migrations", Format: generator.FormatDbmate}, func() time.Time { return clock })
+	files, _, err := generator.MigrationFiles(root, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&generator.Result{Files: files}).Write(root); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"20261124093000_idempotency_keys.sql", "20261124093001_phased_attempts.sql", "20261124093002_key_generations.sql"}
+	if got := names(t, filepath.Join(root, "migrations")); !slices.Equal(got, want) {
+		t.Fatalf("files %q, want %q", got, want)
+	}
+	src, err := os.ReadFile(filepath.Join(root, "migrations", want[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(src), "\n-- migrate:up\n") || !strings.Contains(string(src), "\n-- migrate:down\n") {
+		t.Fatalf("not a dbmate migration:\n%s", src)
+	}
+
+	// An hour later the files are the same.
+	clock = clock.Add(time.Hour)
+	again, stale, err := generator.MigrationFiles(root, m)
+	if err != nil || len(stale) != 0 {
+		t.Fatal(err, stale)
+	}
+	if err := (&generator.Result{Files: again}).Check(root); err != nil {
+		t.Fatalf("a later run differs: %v", err)
+	}
+
+	// In a folder whose latest migration is stamped after the clock, they
+	// come after it.
+	root = t.TempDir()
+	writeFile(t, filepath.Join(root, "migrations", "20301231235959_future.sql"), []byte("-- migrate:up\n"))
+	files, _, err = generator.MigrationFiles(root, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := filepath.Base(files[0].Path); got != "20301231235960_idempotency_keys.sql" {
+		t.Fatalf("first file %s, want it after 20301231235959", got)
+	}
+}
+
+// An explicit version numbers the migrations idemgen has not written
+// yet, and one that would collide is refused, naming the fix.
+func TestExplicitMigrationVersion(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "migrations")
+	writeFile(t, filepath.Join(dir, "0007_users.up.sql"), []byte("CREATE TABLE users (id int);\n"))
+	files, _, err := generator.MigrationFiles(root, generator.Migrations{Dir: "migrations", Version: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range files {
+		got = append(got, filepath.Base(f.Path))
+	}
+	if !slices.Contains(got, "0100_idempotency_keys.up.sql") || !slices.Contains(got, "0102_key_generations.down.sql") {
+		t.Fatalf("files %q, want them numbered from 0100", got)
+	}
+
+	_, _, err = generator.MigrationFiles(root, generator.Migrations{Dir: "migrations", Version: 5})
+	if !errors.Is(err, generator.ErrConfig) || !strings.Contains(err.Error(), "version 7") || !strings.Contains(err.Error(), "choose a version above 7") {
+		t.Fatalf("a colliding version: %v", err)
 	}
 }

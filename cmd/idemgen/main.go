@@ -33,8 +33,9 @@ wired in, plus the PostgreSQL key store's migrations and sqlc queries.
 Usage:
   idemgen [generate] [-config idemgen.yaml]   write the generated files
   idemgen check [-config idemgen.yaml]        fail if committed output is stale
-  idemgen migrations [-format F] [-dir DIR]   write only the key store's migrations
-                                              (F: golang-migrate, the default, or goose)
+  idemgen migrations [-format F] [-dir DIR] [-version N]
+                                              write only the key store's migrations, numbered
+                                              to fit DIR (F: golang-migrate, goose, tern, dbmate)
   idemgen sweep [-database-url URL] [-abandoned-for 1h] [-fail] [-batch 500] [-dry-run]
                                               report attempts abandoned partway, or with
                                               -fail store the attempt-abandoned problem for them
@@ -134,7 +135,8 @@ const configHelp = `idemgen.yaml (paths are relative to this file):
   client: true                # optional: oapi-codegen's client and IdempotentClient (one key per call, kept on retries)
   migrations:
     dir: gen/migrations       # default: <output.dir>/migrations
-    format: golang-migrate    # golang-migrate (NNNN_x.up.sql / .down.sql), goose or tern; numbered after the dir's own
+    format: golang-migrate    # golang-migrate (NNNN_x.up.sql / .down.sql), goose, tern or dbmate; numbered after the dir's own
+    version: 0                # optional: the first version for migrations new to the dir (dbmate's default: the time)
   queries:
     dir: gen/queries          # the key store's sqlc queries; default: <output.dir>/queries
   oapi-codegen:
@@ -243,15 +245,16 @@ func elapsed(start time.Time) string {
 func runMigrations(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("idemgen migrations", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	format := fs.String("format", generator.FormatGolangMigrate, "golang-migrate (NNNN_x.up.sql and .down.sql), goose (NNNN_x.sql, -- +goose Up/Down) or tern (NNNN_x.sql, ---- create above / drop below ----)")
+	format := fs.String("format", generator.FormatGolangMigrate, "golang-migrate (NNNN_x.up.sql and .down.sql), goose (NNNN_x.sql, -- +goose Up/Down), tern (NNNN_x.sql, ---- create above / drop below ----) or dbmate (YYYYMMDDHHMMSS_x.sql, -- migrate:up/down)")
 	dir := fs.String("dir", "migrations", "the directory to write them to")
+	version := fs.Uint64("version", 0, "the first version of migrations new to the directory (default: after the highest version there; for dbmate, the time)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	files, stale, err := generator.MigrationFiles("", generator.Migrations{Dir: *dir, Format: *format})
+	files, stale, err := generator.MigrationFiles("", generator.Migrations{Dir: *dir, Format: *format, Version: *version})
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen: %v\n", err)
 		return 2
