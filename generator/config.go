@@ -30,6 +30,10 @@ type Config struct {
 	// Client adds oapi-codegen's client and, over it, IdempotentClient:
 	// a fresh key per call of an annotated operation, the same on retries.
 	Client bool `yaml:"client"`
+	// Tests adds the conformance helpers: package <package>test beside the
+	// generated one, whose Check runs idem/idemtest's protocol checks on
+	// every annotated operation of an implementation.
+	Tests bool `yaml:"tests"`
 	// OapiCodegen passes options through to oapi-codegen.
 	OapiCodegen OapiCodegen `yaml:"oapi-codegen"`
 

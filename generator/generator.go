@@ -90,6 +90,18 @@ func Generate(cfg *Config) (*Result, error) {
 		}
 		res.Files = append(res.Files, File{filepath.Join(cfg.Output.Dir, "idempotency_client.gen.go"), client})
 	}
+	if m.Tests && m.Idempotent {
+		dir, name := kitPackage(cfg)
+		m.KitPackage = name
+		if m.Import, err = importPath(cfg.path(cfg.Output.Dir)); err != nil {
+			return nil, err
+		}
+		kit, err := renderGo("kit.go.tmpl", m)
+		if err != nil {
+			return nil, err
+		}
+		res.Files = append(res.Files, File{filepath.Join(dir, "conformance.gen.go"), kit})
+	}
 	if cfg.Output.Spec != "" {
 		augmented, err := augmentSpec(specPath, src, m)
 		if err != nil {

@@ -1,8 +1,13 @@
 package generator_test
 
 import (
+	"bytes"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/idemgen/idemgen/generator"
 
 	// The generated code of the chi, echo and gin server kinds imports
 	// their routers; compiling it in this module needs them among the
@@ -24,10 +29,24 @@ func TestServerKinds(t *testing.T) {
 			t.Parallel()
 			name := "kinds-" + kind
 			res := generate(t, loadConfig(t, filepath.Join("testdata", name, "idemgen.yaml")))
-			pkg := writeGoPackage(t, res, map[string]string{
-				"protocol_test.go": protocolSuite,
-				"mount_test.go":    mounts[kind],
-			})
+			// The conformance helpers (tests: true) are a package of their
+			// own, which imports the generated one from where it now is.
+			kit := slices.IndexFunc(res.Files, func(f generator.File) bool { return strings.HasSuffix(f.Path, "conformance.gen.go") })
+			if kit < 0 {
+				t.Fatal("no conformance helpers generated")
+			}
+			kitSrc := res.Files[kit].Content
+			res.Files = slices.Delete(res.Files, kit, kit+1)
+			pkg := writeGoPackage(t, res, map[string]string{"mount_test.go": mounts[kind]})
+			writeFile(t, filepath.Join(pkg, "protocol_test.go"), []byte(protocolSuite))
+			// The conformance test imports the package and its helpers.
+			writeFile(t, filepath.Join(pkg, "conformance_test.go"), []byte(strings.ReplaceAll(conformanceTest, "PKG", strings.TrimPrefix(pkg, "./"))))
+			from := []byte(`"github.com/idemgen/idemgen/generator/testdata/` + name + `/gen"`)
+			to := []byte(`"github.com/idemgen/idemgen/generator/` + strings.TrimPrefix(pkg, "./") + `"`)
+			if !bytes.Contains(kitSrc, from) {
+				t.Fatalf("the conformance helpers do not import %s", from)
+			}
+			writeFile(t, filepath.Join(pkg, "kindstest", "conformance.gen.go"), bytes.ReplaceAll(kitSrc, from, to))
 			if out, err := runGo(t, "test", "-count=1", pkg); err != nil {
 				t.Fatalf("go test %s: %v\n%s", pkg, err, out)
 			}
@@ -105,6 +124,36 @@ func newHandler(impl IdempotentServer[memstore.NoTx], store idem.Store[memstore.
 }
 `
 
+const conformanceTest = `package kinds_test
+
+import (
+	"log/slog"
+	"net/http"
+	"testing"
+
+	"github.com/idemgen/idemgen/generator/PKG"
+	"github.com/idemgen/idemgen/generator/PKG/kindstest"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemtest"
+	"github.com/idemgen/idemgen/idem/memstore"
+)
+
+// TestConformance runs this kind's generated conformance helpers on the
+// in-memory store: createOrder from the spec's examples, createPayment
+// from a request given.
+func TestConformance(t *testing.T) {
+	opts := kinds.IdempotentHandlerOptions{Options: idem.Options{Logger: slog.New(slog.DiscardHandler)}}
+	kindstest.Check(t, kinds.NewService(), memstore.New(memstore.Options{}), opts, kindstest.Requests{
+		CreatePayment: &idemtest.Request{
+			Method: "POST",
+			Path:   "/payments",
+			Header: http.Header{"Content-Type": {"application/json"}, "X-Account-Id": {"a1"}},
+			Body:   []byte(` + "`" + `{"order_id": "ord_1", "amount_cents": 100}` + "`" + `),
+		},
+	})
+}
+`
+
 const protocolSuite = `package kinds
 
 import (
@@ -127,19 +176,22 @@ import (
 )
 
 // service counts createOrder's runs; an order for customer "slow" waits
-// for release, and failNext makes the next run fail.
+// for release, and failNext makes the next run fail. With
+// requirePrincipal, createOrder fails unless the router middleware's
+// principal reached it.
 type service struct {
-	runs     atomic.Int64
-	failNext atomic.Bool
-	entered  chan struct{}
-	release  chan struct{}
+	runs             atomic.Int64
+	failNext         atomic.Bool
+	entered          chan struct{}
+	release          chan struct{}
+	requirePrincipal bool
 }
 
 // principalKey is where each kind's router middleware stores the caller.
 const principalKey = "principal"
 
 func (s *service) CreateOrder(ctx context.Context, at *idem.Attempt[memstore.NoTx], req CreateOrderRequestObject) (CreateOrderResponseObject, error) {
-	if p, _ := ctx.Value(principalKey).(string); p != "p1" {
+	if p, _ := ctx.Value(principalKey).(string); s.requirePrincipal && p != "p1" {
 		return nil, fmt.Errorf("the router middleware's principal is %q in the handler's context, want p1", p)
 	}
 	n := s.runs.Add(1)
@@ -177,8 +229,13 @@ func (s *service) CreatePaymentAfterPaymentCreated(context.Context, *idem.Attemp
 	return CreatePaymentNext(CreatePaymentChargeCreated), nil
 }
 
-func (s *service) CreatePaymentAfterChargeCreated(context.Context, *idem.Attempt[memstore.NoTx], CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
-	return CreatePayment402ApplicationProblemPlusJSONResponse{Status: 402, Title: "declined", Type: "about:blank"}, nil
+func (s *service) CreatePaymentAfterChargeCreated(_ context.Context, _ *idem.Attempt[memstore.NoTx], req CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
+	return CreatePayment201JSONResponse{Body: Payment{Id: "pay_1", OrderId: req.Body.OrderId, AmountCents: req.Body.AmountCents, Status: "succeeded"}, Headers: CreatePayment201ResponseHeaders{Location: "/payments/pay_1"}}, nil
+}
+
+// NewService is the service for the external conformance test.
+func NewService() IdempotentServer[memstore.NoTx] {
+	return &service{entered: make(chan struct{}, 1), release: make(chan struct{})}
 }
 
 type reply struct {
@@ -189,7 +246,7 @@ type reply struct {
 }
 
 func TestProtocol(t *testing.T) {
-	svc := &service{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	svc := &service{entered: make(chan struct{}, 1), release: make(chan struct{}), requirePrincipal: true}
 	srv := httptest.NewServer(newHandler(svc, memstore.New(memstore.Options{}), IdempotentHandlerOptions{Options: idem.Options{Logger: slog.New(slog.DiscardHandler)}}))
 	defer srv.Close()
 	send := func(account, body string, keys ...string) (reply, error) {

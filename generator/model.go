@@ -23,8 +23,13 @@ type model struct {
 	Phased     bool   // whether any operation is annotated with mode: phased
 	Regexp     bool   // whether any operation's declared key has a pattern
 	Client     bool   // whether to write IdempotentClient
-	Server     string // the server kind: std-http, chi
+	Server     string // the server kind: std-http, chi, echo, gin
 	Operations []operation
+	// Tests asks for the conformance helpers, in package KitPackage; Import
+	// is the generated package's import path, which they import.
+	Tests      bool
+	KitPackage string
+	Import     string
 	// Mount is the server kind's code that builds the http.Handler,
 	// rendered from mount-<kind>.go.tmpl.
 	Mount string
@@ -67,6 +72,10 @@ type operation struct {
 	// before the fingerprint; "" when there is none.
 	Multipart string
 
+	// Example is the request the conformance helpers send by default,
+	// built from the spec's examples.
+	Example kitExample
+
 	// ClientMethods are the client methods IdempotentClient wraps, when
 	// the config asks for the client.
 	ClientMethods []clientMethod
@@ -99,7 +108,7 @@ func (op operation) Phases() string    { return op.GoName + "Phases" }
 func (op operation) Last() recoveryPoint { return op.Points[len(op.Points)-1] }
 
 func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.OperationDefinition, security openapi3.SecurityRequirements) (*model, error) {
-	m := &model{Spec: cfg.specFromOutput(), Package: cfg.Output.Package, Client: cfg.Client, Server: cfg.Server}
+	m := &model{Spec: cfg.specFromOutput(), Package: cfg.Output.Package, Client: cfg.Client, Server: cfg.Server, Tests: cfg.Tests}
 	byRoute := make(map[string]annotation.Operation, len(annotated))
 	for _, a := range annotated {
 		byRoute[a.Method+" "+a.Path] = a
@@ -129,6 +138,9 @@ func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.Op
 			matched[op.Method+" "+op.Path] = true
 			if err := annotate(&op, a, d); err != nil {
 				errs = append(errs, err)
+			}
+			if cfg.Tests {
+				op.Example = requestExample(d)
 			}
 			if w := scopeWarning(a, d, security); w != "" {
 				warnings = append(warnings, warning{a.Pos, w})

@@ -133,6 +133,7 @@ const configHelp = `idemgen.yaml (paths are relative to this file):
     spec: gen/openapi.yaml    # optional: a copy of the spec documenting the protocol, for clients and docs
   server: std-http            # the HTTP server kind: std-http, chi, echo or gin
   client: true                # optional: oapi-codegen's client and IdempotentClient (one key per call, kept on retries)
+  tests: true                 # optional: <package>test, whose Check runs idem/idemtest's protocol checks on every annotated operation
   migrations:
     dir: gen/migrations       # default: <output.dir>/migrations
     format: golang-migrate    # golang-migrate (NNNN_x.up.sql / .down.sql), goose, tern or dbmate; numbered after the dir's own

@@ -21,6 +21,7 @@ import (
 	"github.com/idemgen/idemgen/example/psp"
 	"github.com/idemgen/idemgen/example/server"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/idemgen/idemgen/internal/pglocal"
 	"github.com/idemgen/idemgen/internal/pgtest"
@@ -28,7 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { idemtest.Main(m) }
 
 // service is the example's service with its createOrder calls counted and
 // an optional hook that runs first inside the attempt.

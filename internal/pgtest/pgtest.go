@@ -60,7 +60,7 @@ func adminURL(t testing.TB) string {
 	if !mainUsed {
 		// Required everywhere, not only where a cluster gets started, so a
 		// missing TestMain shows up on every machine.
-		t.Fatal("pgtest: add `func TestMain(m *testing.M) { pgtest.Main(m) }` to this package's tests so a throwaway PostgreSQL cluster gets stopped")
+		t.Fatal("add `func TestMain(m *testing.M) { idemtest.Main(m) }` to this package's tests, so that a throwaway PostgreSQL cluster started for them gets stopped")
 	}
 	serverOnce.Do(func() {
 		// Stderr output is only shown for failing packages or with -v,
