@@ -221,6 +221,7 @@ func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte
 		if err != nil {
 			return e.storeFailed(ctx, id, "secret", err), nil
 		}
+		c.Generation = generation(rec, c)
 		txn, err := e.store.Claim(ctx, id, c)
 		if errors.Is(err, ErrContended) {
 			continue
@@ -228,7 +229,7 @@ func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte
 		if err != nil {
 			return e.storeFailed(ctx, id, "claim", err), nil
 		}
-		at := &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: generation(rec, c)}
+		at := &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: c.Generation}
 		if c.Takeover {
 			e.log.InfoContext(ctx, "idem: took over an abandoned attempt", "operation", id.Operation, "scope", id.Scope, "recovery_point", rec.RecoveryPoint)
 		}

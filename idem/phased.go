@@ -45,6 +45,7 @@ func (e *Engine[T]) ServePhased(ctx context.Context, op *Operation, fingerprint 
 		if err != nil {
 			return e.storeFailed(ctx, id, "secret", err), nil
 		}
+		c.Generation = generation(rec, c)
 		lease, err := e.store.Lease(ctx, id, c)
 		if errors.Is(err, ErrContended) {
 			continue
@@ -55,7 +56,7 @@ func (e *Engine[T]) ServePhased(ctx context.Context, op *Operation, fingerprint 
 		if c.Takeover {
 			e.log.InfoContext(ctx, "idem: took over an abandoned attempt", "operation", id.Operation, "scope", id.Scope, "recovery_point", lease.RecoveryPoint())
 		}
-		at := &Attempt[T]{id: id, secret: secret, generation: generation(rec, c), point: lease.RecoveryPoint()}
+		at := &Attempt[T]{id: id, secret: secret, generation: c.Generation, point: lease.RecoveryPoint()}
 		return e.runPhases(ctx, op, lease, at, run)
 	}
 	return e.keyInUse(e.retryAfter), nil

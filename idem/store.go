@@ -61,6 +61,10 @@ type Claim struct {
 	Lease time.Duration
 	// Attempt is the Record's Attempt: 0 when no row was found.
 	Attempt int64
+	// Generation is the generation the attempt belongs to, as the engine
+	// counts it from the Record (see Record.Generation); a store that
+	// writes the key's row when the attempt ends records it there.
+	Generation int64
 	// Takeover claims the in-flight row the Record read, whose lease has
 	// passed: it resumes at the row's recovery point, in the same
 	// generation. Otherwise the key must be free: no row, or the completed

@@ -69,34 +69,57 @@ WITH lock AS (
 SELECT lock.got, claimed.recovery_point, claimed.attempt, claimed.generation
 FROM lock LEFT JOIN claimed ON true;
 
+-- name: ClaimAtomic :exec
+-- Claims a key for an atomic attempt, writing nothing; sent with BEGIN
+-- (see idemgen_claim in migration 0004).
+SELECT idemgen_claim(sqlc.arg(lock_id)::bigint, sqlc.arg(idle_timeout_ms)::bigint,
+    sqlc.arg(scope)::text, sqlc.arg(operation)::text, sqlc.arg(key)::text, sqlc.arg(expect_attempt)::integer,
+    sqlc.arg(takeover)::boolean);
+
+-- name: StoreResponse :exec
+-- Writes an atomic attempt's key row, with its response, in the attempt's
+-- transaction and sent with its COMMIT: the key's only write. It replaces
+-- the row of an earlier generation past its TTL, which the attempt's
+-- claim checked and its advisory lock keeps from changing; the row may
+-- only have been reaped since, and the generation is the attempt's own.
+INSERT INTO idempotency_keys AS k
+    (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation,
+     response_status, response_headers, response_body, created_at, expires_at)
+VALUES (sqlc.arg(scope), sqlc.arg(operation), sqlc.arg(key), sqlc.arg(fingerprint), 'completed', NULL, '',
+    sqlc.arg(attempt), sqlc.arg(generation), sqlc.arg(response_status),
+    -- As bytea, which every pgx query mode sends intact, then read as JSON.
+    convert_from(sqlc.arg(response_headers)::bytea, 'UTF8')::jsonb, sqlc.arg(response_body),
+    now(), now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond')
+ON CONFLICT (scope, operation, key) DO UPDATE
+SET fingerprint = excluded.fingerprint,
+    status = 'completed',
+    locked_until = NULL,
+    -- A takeover of a phased attempt's row keeps where it got to.
+    recovery_point = CASE WHEN sqlc.arg(takeover)::boolean THEN k.recovery_point ELSE '' END,
+    attempt = excluded.attempt,
+    generation = excluded.generation,
+    response_status = excluded.response_status,
+    response_headers = excluded.response_headers,
+    response_body = excluded.response_body,
+    created_at = excluded.created_at,
+    expires_at = excluded.expires_at;
+
+-- name: BeginPhase :exec
+-- Starts a phase of a phased attempt; sent with BEGIN (see
+-- idemgen_start_phase in migration 0004).
+SELECT idemgen_start_phase(sqlc.arg(lock_id)::bigint, sqlc.arg(idle_timeout_ms)::bigint,
+    sqlc.arg(scope)::text, sqlc.arg(operation)::text, sqlc.arg(key)::text, sqlc.arg(attempt)::integer, sqlc.arg(lease_ms)::bigint);
+
 -- name: CompleteKey :execrows
 -- Stores the response of the attempt that holds the key.
 UPDATE idempotency_keys
 SET status = 'completed',
     locked_until = NULL,
     response_status = sqlc.arg(response_status),
-    response_headers = sqlc.arg(response_headers),
+    response_headers = convert_from(sqlc.arg(response_headers)::bytea, 'UTF8')::jsonb,
     response_body = sqlc.arg(response_body)
 WHERE scope = sqlc.arg(scope) AND operation = sqlc.arg(operation) AND key = sqlc.arg(key)
   AND status = 'in_flight' AND attempt = sqlc.arg(attempt);
-
--- name: StartPhase :one
--- Starts a phase of a phased attempt inside the phase's transaction: it
--- takes the key's advisory lock, so lookups see the key busy and a
--- takeover cannot start while the phase runs, checks that the row still
--- belongs to this attempt (no row: the lease was taken over or the
--- attempt swept), and extends the lease. Like a claim, the phase's
--- transaction may sit idle for at most idle_timeout_ms.
-WITH lock AS (
-    SELECT pg_advisory_xact_lock(sqlc.arg(lock_id)::bigint),
-        set_config('idle_in_transaction_session_timeout', sqlc.arg(idle_timeout_ms)::bigint::text, true) AS idle_timeout
-)
-UPDATE idempotency_keys AS k
-SET locked_until = now() + sqlc.arg(lease_ms)::bigint * interval '1 millisecond'
-FROM lock
-WHERE k.scope = sqlc.arg(scope) AND k.operation = sqlc.arg(operation) AND k.key = sqlc.arg(key)
-  AND k.status = 'in_flight' AND k.attempt = sqlc.arg(attempt)
-RETURNING k.recovery_point;
 
 -- name: SetRecoveryPoint :execrows
 -- Records the recovery point a phase reached, in the phase's transaction.
@@ -135,7 +158,7 @@ UPDATE idempotency_keys AS k
 SET status = 'completed',
     locked_until = NULL,
     response_status = sqlc.arg(response_status),
-    response_headers = sqlc.arg(response_headers),
+    response_headers = convert_from(sqlc.arg(response_headers)::bytea, 'UTF8')::jsonb,
     response_body = sqlc.arg(response_body)
 FROM abandoned AS a
 WHERE k.scope = a.scope AND k.operation = a.operation AND k.key = a.key

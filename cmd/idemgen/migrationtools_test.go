@@ -94,7 +94,7 @@ func TestMigrationFormats(t *testing.T) {
 			down: func(bin, dir, url string) []string {
 				return []string{bin, "--url", withSSLDisabled(url), "--migrations-dir", dir, "--no-dump-schema", "rollback"}
 			},
-			downs: 3,
+			downs: 4,
 		},
 	} {
 		t.Run(tc.format, func(t *testing.T) {

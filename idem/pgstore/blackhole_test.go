@@ -187,7 +187,7 @@ func TestBlackholedConnectionReleasesKey(t *testing.T) {
 
 // proxied returns a pool on the same database as direct that connects
 // through a proxy, and the proxy.
-func proxied(t *testing.T, direct *pgxpool.Pool) (*proxy, *pgxpool.Pool) {
+func proxied(t *testing.T, direct *pgxpool.Pool, configure ...func(*pgxpool.Config)) (*proxy, *pgxpool.Pool) {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(direct.Config().ConnString())
 	if err != nil {
@@ -201,6 +201,9 @@ func proxied(t *testing.T, direct *pgxpool.Pool) (*proxy, *pgxpool.Pool) {
 	p := startProxy(t, func() (net.Conn, error) { return net.Dial(network, target) })
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = "127.0.0.1", uint16(p.addr().Port), nil
 	cfg.ConnConfig.TLSConfig = nil
+	for _, f := range configure {
+		f(cfg)
+	}
 	partitioned, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +223,11 @@ func TestLostCommitAcknowledgement(t *testing.T) {
 	if _, err := direct.Exec(ctx, `CREATE TABLE orders (id serial PRIMARY KEY, key text NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	p, partitioned := proxied(t, direct)
+	// The attempt's COMMIT is sent with its last statement; in pgx's exec
+	// mode its text is on the wire every time, for the proxy to find.
+	p, partitioned := proxied(t, direct, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	})
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Second}
 	var runs atomic.Int64
@@ -235,7 +242,7 @@ func TestLostCommitAcknowledgement(t *testing.T) {
 			return func(w http.ResponseWriter) error { w.WriteHeader(201); return nil }, nil
 		})
 	}
-	marker := "commit\x00" // pgx's COMMIT, a simple query message
+	marker := "commit\x00" // the end of the COMMIT statement's text
 	p.holeAfter.Store(&marker)
 	resp, err := serve(idem.NewEngine(pgstore.New(partitioned, pgstore.Options{}), idem.Options{Logger: quiet}))
 	if err != nil || resp.Status != 503 || !bytes.Contains(resp.Body, []byte("may have run")) {

@@ -23,6 +23,8 @@ var schemaProbes = []struct {
 	{"0002_phased_attempts", `SELECT attempt FROM idempotency_keys WHERE false`},
 	{"0002_phased_attempts", `SELECT secret FROM idempotency_secret WHERE false`},
 	{"0003_key_generations", `SELECT generation FROM idempotency_keys WHERE false`},
+	{"0004_pipelined_attempts", `SELECT 'idemgen_claim(bigint, bigint, text, text, text, integer, boolean)'::regprocedure,
+		'idemgen_start_phase(bigint, bigint, text, text, text, integer, bigint)'::regprocedure`},
 }
 
 // Check verifies that db holds the key store's tables, as new as this
@@ -46,7 +48,7 @@ func Check(ctx context.Context, db DB) error {
 				return fmt.Errorf("%w: the table idempotency_keys is missing (%s); apply the key-store migrations: call pgstore.Migrate at start, or run the files `idemgen migrations` writes with your migration tool", ErrSchema, pgErr.Message)
 			}
 			fallthrough
-		case "42703": // undefined_column
+		case "42703", "42883": // undefined_column, undefined_function
 			return fmt.Errorf("%w: it is older than this code (%s); apply migration %s and those after it: call pgstore.Migrate, or run the files `idemgen migrations` writes", ErrSchema, pgErr.Message, p.migration)
 		case "42501": // insufficient_privilege
 			return fmt.Errorf("%w: the database role may not use the key store (%s); grant it SELECT, INSERT, UPDATE and DELETE on idempotency_keys and SELECT on idempotency_secret", ErrSchema, pgErr.Message)

@@ -418,23 +418,23 @@ func TestSweepAndReapReportOnly(t *testing.T) {
 }
 
 // Reap deletes exactly the completed keys whose TTL has passed, in
-// batches, skipping a row a claim holds. In-flight rows past their TTL
-// stay until a sweep fails them.
+// batches. A claim over an expired key writes nothing, so its old row is
+// reaped too, and the attempt writes the key's next generation when it
+// completes. In-flight rows past their TTL stay until a sweep fails them.
 func TestReapDeletesExpiredKeys(t *testing.T) {
 	ctx := bounded(t)
 	pool := newPool(t, nil)
 	store := pgstore.New(pool, pgstore.Options{})
 	seed(t, pool)
 
-	// A request reusing an expired key: its claim replaces the row in a
-	// transaction that is still open.
+	// A request reusing an expired key, its attempt still running.
 	claimID := idem.ID{Scope: "tenant-1", Operation: "createPayment", Key: "expired/1"}
 	expired, err := store.Lookup(ctx, claimID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := liveClaim
-	c.Attempt = expired.Attempt
+	c.Attempt, c.Generation = expired.Attempt, expired.Generation+1
 	txn, err := store.Claim(ctx, claimID, c)
 	if err != nil {
 		t.Fatal(err)
@@ -446,11 +446,11 @@ func TestReapDeletesExpiredKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wantRes := (pgstore.ReapResult{Deleted: nExpired - 1, Batches: batches(nExpired-1, 1000)}); res != wantRes {
+	if wantRes := (pgstore.ReapResult{Deleted: nExpired, Batches: batches(nExpired, 1000)}); res != wantRes {
 		t.Errorf("Reap = %+v, want %+v", res, wantRes)
 	}
 	want := seeded()
-	want["expired/completed/201"] = 1
+	delete(want, "expired/completed/201")
 	checkTally(t, pool, want)
 	summary := log.with("idem: reaped expired keys")
 	if len(summary) != 1 || summary[0].level != slog.LevelInfo || summary[0].attrs["deleted"] != int64(res.Deleted) ||
@@ -458,13 +458,14 @@ func TestReapDeletesExpiredKeys(t *testing.T) {
 		t.Errorf("summary logged as %+v", summary)
 	}
 
-	// The claim commits its new response, which the reaper left alone.
+	// The claim commits its new response, as the key's next generation.
 	if err := txn.Complete(ctx, &idem.Response{Status: 201, Header: http.Header{}, Body: []byte(`{"id":"new"}`)}); err != nil {
 		t.Fatalf("completing the claim after a reap: %v", err)
 	}
-	if rec, err := store.Lookup(ctx, claimID); err != nil || !rec.Completed || string(rec.Response.Body) != `{"id":"new"}` {
-		t.Errorf("Lookup(expired/1) = %+v, %v; want the new response", rec, err)
+	if rec, err := store.Lookup(ctx, claimID); err != nil || !rec.Completed || string(rec.Response.Body) != `{"id":"new"}` || rec.Generation != expired.Generation+1 {
+		t.Errorf("Lookup(expired/1) = %+v, %v; want the new response, generation %d", rec, err, expired.Generation+1)
 	}
+	want["expired/completed/201"] = 1
 
 	// Failed by a sweep, in-flight rows past their TTL are reaped next.
 	if _, err := store.Sweep(ctx, pgstore.SweepOptions{Fail: true, Logger: log.logger()}); err != nil {

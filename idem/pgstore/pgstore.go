@@ -2,10 +2,12 @@
 // sqlc-generated queries of queries/idempotency_keys.sql.
 //
 // A replay, 409 or 422 costs one read-only statement. A first execution
-// claims the key inside the transaction that the handler's writes and the
-// stored response commit in, so it commits once and a crash leaves no
-// claim behind. Concurrent duplicates see the uncommitted claim through a
-// transaction-scoped advisory lock and get their 409 at once, without
+// claims the key with a transaction-scoped advisory lock, in the statement
+// sent with its BEGIN, writes nothing until it ends, and then writes the
+// key's row, with the response, in the statement sent with its COMMIT: it
+// commits once, writes one row besides the handler's, costs three round
+// trips besides the handler's, and a crash leaves no claim behind.
+// Concurrent duplicates see the lock and get their 409 at once, without
 // waiting for the first attempt's transaction.
 //
 // A phased attempt's claim commits on its own, with a lease (locked_until)
@@ -62,6 +64,7 @@ type Options struct {
 type Store struct {
 	db             DB
 	pool           *pgxpool.Pool // db, when it is a pool: reads acquire from it with a bound
+	conn           *pgx.Conn     // db, when it is a connection
 	q              *dbsqlc.Queries
 	slots          chan struct{} // AttemptConns; nil for no bound
 	acquireTimeout time.Duration
@@ -77,6 +80,7 @@ func New(db DB, opts Options) *Store {
 		s.acquireTimeout = 3 * time.Second
 	}
 	s.pool, _ = db.(*pgxpool.Pool)
+	s.conn, _ = db.(*pgx.Conn)
 	n := opts.AttemptConns
 	if n <= 0 && s.pool != nil {
 		maxConns := int(s.pool.Config().MaxConns)
@@ -187,20 +191,48 @@ func (s *Store) Lookup(ctx context.Context, id idem.ID) (idem.Record, error) {
 	return rec, nil
 }
 
-// Claim begins the attempt's transaction and claims the key in it.
+// Claim begins the attempt's transaction with its claim, in one round
+// trip: the key's advisory lock and the check that its row is still the
+// one the engine read. It writes nothing; Complete writes the key's row.
 func (s *Store) Claim(ctx context.Context, id idem.ID, c idem.Claim) (idem.Txn[pgx.Tx], error) {
-	tx, release, err := s.begin(ctx)
+	row := &dbsqlc.StoreResponseParams{
+		Scope: id.Scope, Operation: id.Operation, Key: id.Key, Fingerprint: c.Fingerprint,
+		Attempt: int32(c.Attempt) + 1, Generation: max(c.Generation, 1), TtlMs: c.TTL.Milliseconds(), Takeover: c.Takeover,
+	}
+	st := capture(func(q *dbsqlc.Queries) error {
+		return q.ClaimAtomic(ctx, dbsqlc.ClaimAtomicParams{
+			LockID: lockID(id), IdleTimeoutMs: idleTimeout(c.Lease).Milliseconds(),
+			Scope: id.Scope, Operation: id.Operation, Key: id.Key, ExpectAttempt: int32(c.Attempt), Takeover: c.Takeover,
+		})
+	})
+	conn, pipelined, err := s.acquire(ctx)
 	if err != nil {
 		return nil, classify("begin", err)
 	}
-	q := s.q.WithTx(tx)
-	attempt, _, err := claim(ctx, q, id, c)
-	if err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
-		release()
-		return nil, err
+	if !pipelined {
+		tx, release, err := s.begin(ctx)
+		if err != nil {
+			return nil, classify("begin", err)
+		}
+		if _, err := tx.Exec(ctx, st.sql, st.args...); err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			release()
+			return nil, claimError(err)
+		}
+		return &txn{tx: tx, q: s.q.WithTx(tx), id: id, row: row, release: release}, nil
 	}
-	return &txn{tx: tx, q: q, id: id, attempt: attempt, release: release}, nil
+	tx, err := beginWith(ctx, conn, st)
+	if err != nil {
+		return nil, claimError(err)
+	}
+	return &txn{tx: tx, q: s.q.WithTx(tx), id: id, row: row, conn: &conn, release: conn.release}, nil
+}
+
+func claimError(err error) error {
+	if hasCode(err, codeContended) {
+		return idem.ErrContended
+	}
+	return classify("claim key", err)
 }
 
 // Lease claims the key in a statement of its own, which commits at once.
@@ -279,50 +311,85 @@ type txn struct {
 	tx      pgx.Tx
 	q       *dbsqlc.Queries
 	id      idem.ID
-	attempt int32
-	release func() // gives the AttemptConns turn back
+	attempt int32                       // a phase's fencing token; 0 for the others
+	row     *dbsqlc.StoreResponseParams // an atomic attempt's key row, less its response
+	// conn is the connection held for the transaction when it was begun
+	// with its first statement: ending it sends the last with COMMIT.
+	conn    *attemptConn
+	release func() // gives the connection or AttemptConns turn back
 }
 
 func (t *txn) Tx() pgx.Tx { return ownedTx{t.tx} }
 
-// Complete stores the response and commits it with the handler's writes.
+// Complete stores the response and commits it with the handler's writes:
+// an atomic attempt's key row, written here for the first time, or a
+// phase's completed row.
 func (t *txn) Complete(ctx context.Context, r *idem.Response) error {
-	defer t.release()
-	if t.attempt != 0 {
-		headers, err := json.Marshal(r.Header)
-		if err != nil {
-			_ = t.tx.Rollback(ctx)
-			return fmt.Errorf("pgstore: encode response headers: %w", err)
-		}
-		n, err := t.q.CompleteKey(ctx, dbsqlc.CompleteKeyParams{
-			ResponseStatus:  pgtype.Int4{Int32: int32(r.Status), Valid: true},
-			ResponseHeaders: headers,
-			ResponseBody:    r.Body,
-			Scope:           t.id.Scope,
-			Operation:       t.id.Operation,
-			Key:             t.id.Key,
-			Attempt:         t.attempt,
-		})
-		if err == nil && n != 1 {
-			_ = t.tx.Rollback(ctx)
-			return fmt.Errorf("pgstore: store response: %w", idem.ErrLeaseLost)
-		}
-		if err != nil {
-			_ = t.tx.Rollback(ctx)
-			return classify("store response", err)
-		}
+	if t.row == nil && t.attempt == 0 {
+		defer t.release()
+		return commit(ctx, t.tx, "commit attempt")
 	}
-	return commit(ctx, t.tx, "commit attempt")
+	headers, err := json.Marshal(r.Header)
+	if err != nil {
+		t.abandon(ctx)
+		return fmt.Errorf("pgstore: encode response headers: %w", err)
+	}
+	status := pgtype.Int4{Int32: int32(r.Status), Valid: true}
+	if t.row != nil {
+		row := *t.row
+		row.ResponseStatus, row.ResponseHeaders, row.ResponseBody = status, headers, r.Body
+		_, err := t.end(ctx, "store response", capture(func(q *dbsqlc.Queries) error { return q.StoreResponse(ctx, row) }))
+		return err
+	}
+	// The phase's start locked the row, so it is still this attempt's.
+	n, err := t.end(ctx, "store response", capture(func(q *dbsqlc.Queries) error {
+		_, err := q.CompleteKey(ctx, dbsqlc.CompleteKeyParams{
+			ResponseStatus: status, ResponseHeaders: headers, ResponseBody: r.Body,
+			Scope: t.id.Scope, Operation: t.id.Operation, Key: t.id.Key, Attempt: t.attempt,
+		})
+		return err
+	}))
+	if err == nil && n != 1 {
+		return fmt.Errorf("pgstore: store response: %w", idem.ErrLeaseLost)
+	}
+	return err
+}
+
+// end runs the attempt's last statement and commits: in one round trip
+// when the transaction was begun with its first.
+func (t *txn) end(ctx context.Context, what string, st statement) (int64, error) {
+	if t.conn != nil {
+		return commitWith(ctx, *t.conn, what, st)
+	}
+	defer t.release()
+	tag, err := t.tx.Exec(ctx, st.sql, st.args...)
+	if err != nil {
+		_ = t.tx.Rollback(context.WithoutCancel(ctx))
+		return 0, classify(what, err)
+	}
+	return tag.RowsAffected(), commit(ctx, t.tx, "commit attempt")
+}
+
+// abandon rolls back and gives the connection back, for errors of the
+// store's own making.
+func (t *txn) abandon(ctx context.Context) {
+	_ = t.tx.Rollback(context.WithoutCancel(ctx))
+	t.release()
 }
 
 // commit commits tx. A commit whose acknowledgement was lost after it was
 // sent may have committed: the error then also matches
 // idem.ErrCommitUnknown.
 func commit(ctx context.Context, tx pgx.Tx, what string) error {
-	err := tx.Commit(ctx)
-	if err == nil {
-		return nil
+	if err := tx.Commit(ctx); err != nil {
+		return commitError(what, err)
 	}
+	return nil
+}
+
+// commitError classifies an error of a COMMIT that was, or may have been,
+// sent.
+func commitError(what string, err error) error {
 	err = classify(what, err)
 	if errors.Is(err, idem.ErrStoreUnavailable) && !pgconn.SafeToRetry(err) {
 		return fmt.Errorf("%w: %w", idem.ErrCommitUnknown, err)
@@ -348,25 +415,19 @@ func (t *txn) Abort(ctx context.Context) error {
 }
 
 // Advance records the recovery point a phase reached and commits it with
-// the phase's writes.
+// the phase's writes, in one round trip. The phase's start locked the
+// key's row, so no takeover or sweep can have changed it.
 func (t *txn) Advance(ctx context.Context, point string) error {
-	defer t.release()
-	n, err := t.q.SetRecoveryPoint(ctx, dbsqlc.SetRecoveryPointParams{
-		RecoveryPoint: point,
-		Scope:         t.id.Scope,
-		Operation:     t.id.Operation,
-		Key:           t.id.Key,
-		Attempt:       t.attempt,
-	})
+	n, err := t.end(ctx, fmt.Sprintf("record recovery point %q", point), capture(func(q *dbsqlc.Queries) error {
+		_, err := q.SetRecoveryPoint(ctx, dbsqlc.SetRecoveryPointParams{
+			RecoveryPoint: point, Scope: t.id.Scope, Operation: t.id.Operation, Key: t.id.Key, Attempt: t.attempt,
+		})
+		return err
+	}))
 	if err == nil && n != 1 {
-		_ = t.tx.Rollback(ctx)
 		return fmt.Errorf("pgstore: record recovery point %q: %w", point, idem.ErrLeaseLost)
 	}
-	if err != nil {
-		_ = t.tx.Rollback(ctx)
-		return classify(fmt.Sprintf("record recovery point %q", point), err)
-	}
-	return commit(ctx, t.tx, "commit phase")
+	return err
 }
 
 // lease is a phased attempt's committed claim.
@@ -380,32 +441,43 @@ type lease struct {
 
 func (l *lease) RecoveryPoint() string { return l.point }
 
-// Phase begins a phase's transaction and starts the phase in it: the
-// key's advisory lock, the fencing check and a fresh lease.
+// Phase begins a phase's transaction with the phase's start, in one round
+// trip: the key's advisory lock, the fencing check and a fresh lease.
 func (l *lease) Phase(ctx context.Context) (idem.Phase[pgx.Tx], error) {
-	tx, release, err := l.s.begin(ctx)
+	st := capture(func(q *dbsqlc.Queries) error {
+		return q.BeginPhase(ctx, dbsqlc.BeginPhaseParams{
+			LockID: lockID(l.id), IdleTimeoutMs: idleTimeout(l.lease).Milliseconds(),
+			Scope: l.id.Scope, Operation: l.id.Operation, Key: l.id.Key, Attempt: l.attempt, LeaseMs: l.lease.Milliseconds(),
+		})
+	})
+	conn, pipelined, err := l.s.acquire(ctx)
 	if err != nil {
 		return nil, classify("begin phase", err)
 	}
-	q := l.s.q.WithTx(tx)
-	_, err = q.StartPhase(ctx, dbsqlc.StartPhaseParams{
-		LockID:        lockID(l.id),
-		IdleTimeoutMs: idleTimeout(l.lease).Milliseconds(),
-		Scope:         l.id.Scope,
-		Operation:     l.id.Operation,
-		Key:           l.id.Key,
-		Attempt:       l.attempt,
-		LeaseMs:       l.lease.Milliseconds(),
-	})
-	if err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
-		release()
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("pgstore: start phase: %w", idem.ErrLeaseLost)
+	if !pipelined {
+		tx, release, err := l.s.begin(ctx)
+		if err != nil {
+			return nil, classify("begin phase", err)
 		}
-		return nil, classify("start phase", err)
+		if _, err := tx.Exec(ctx, st.sql, st.args...); err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			release()
+			return nil, phaseError(err)
+		}
+		return &txn{tx: tx, q: l.s.q.WithTx(tx), id: l.id, attempt: l.attempt, release: release}, nil
 	}
-	return &txn{tx: tx, q: q, id: l.id, attempt: l.attempt, release: release}, nil
+	tx, err := beginWith(ctx, conn, st)
+	if err != nil {
+		return nil, phaseError(err)
+	}
+	return &txn{tx: tx, q: l.s.q.WithTx(tx), id: l.id, attempt: l.attempt, conn: &conn, release: conn.release}, nil
+}
+
+func phaseError(err error) error {
+	if hasCode(err, codeLeaseLost) {
+		return fmt.Errorf("pgstore: start phase: %w", idem.ErrLeaseLost)
+	}
+	return classify("start phase", err)
 }
 
 // Release ends the lease now; the recovery point stays for a retry.

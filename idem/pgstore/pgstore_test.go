@@ -185,14 +185,49 @@ type statements struct {
 	seen []string
 }
 
+// Each entry is one round trip: a query, several statements of one
+// simple-protocol message, or a batch, their verbs joined by "+".
 func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.seen = append(s.seen, firstWord(d.SQL))
+	s.add(verbs(d.SQL))
 	return ctx
 }
 
 func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+type batchKey struct{}
+
+func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return context.WithValue(ctx, batchKey{}, &[]string{})
+}
+
+func (s *statements) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	if b, ok := ctx.Value(batchKey{}).(*[]string); ok {
+		*b = append(*b, verbs(d.SQL))
+	}
+}
+
+func (s *statements) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
+	if b, ok := ctx.Value(batchKey{}).(*[]string); ok {
+		s.add(strings.Join(*b, "+"))
+	}
+}
+
+func (s *statements) add(v string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen = append(s.seen, v)
+}
+
+// verbs are the verbs of the statements in sql, joined by "+".
+func verbs(sql string) string {
+	var out []string
+	for _, st := range strings.Split(sql, ";\n") {
+		if w := firstWord(st); w != "" {
+			out = append(out, strings.TrimSuffix(w, ";"))
+		}
+	}
+	return strings.Join(out, "+")
+}
 
 func (s *statements) take() []string {
 	s.mu.Lock()
@@ -342,5 +377,35 @@ func TestHandlerLosingTheDatabaseIs503(t *testing.T) {
 	}
 	if _, err := serve("other", false, func(*idem.Attempt[pgx.Tx]) error { return errors.New("business bug") }); err == nil || err.Error() != "business bug" {
 		t.Fatalf("a handler's own error = %v, want it returned for a 500", err)
+	}
+}
+
+// The claim travels with BEGIN as one simple-protocol message, its values
+// quoted into it: a key and scope made of quotes, semicolons, comments,
+// placeholders and backslashes are claimed, stored and read back as sent.
+func TestClaimQuotesItsValues(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, nil)
+	s := pgstore.New(pool, pgstore.Options{})
+	id := idem.ID{Scope: `o'brien'; DROP TABLE idempotency_keys; --`, Operation: "createOrder", Key: `k'$1\'' -- $2 /*`}
+	txn, err := s.Claim(ctx, id, idem.Claim{Fingerprint: []byte("fp"), TTL: time.Hour, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.Complete(ctx, &idem.Response{Status: 201, Header: http.Header{}, Body: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.Lookup(ctx, id)
+	if err != nil || !rec.Completed || rec.Response.Status != 201 {
+		t.Fatalf("Lookup(%q) = %+v, %v; want the stored 201", id, rec, err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE scope = $1 AND key = $2`, id.Scope, id.Key).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d rows for the key as sent, %v; want 1", n, err)
+	}
+	// Claiming the completed key again is refused: the claim's quoted
+	// values found the row that was stored.
+	if _, err := s.Claim(ctx, id, idem.Claim{Fingerprint: []byte("fp"), TTL: time.Hour, Lease: time.Minute}); !errors.Is(err, idem.ErrContended) {
+		t.Fatalf("claim of a completed key = %v, want ErrContended", err)
 	}
 }

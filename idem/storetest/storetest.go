@@ -84,6 +84,11 @@ func lookup[T any](t *testing.T, h Harness[T], id idem.ID) idem.Record {
 func after(c idem.Claim, rec idem.Record) idem.Claim {
 	c.Attempt = rec.Attempt
 	c.Takeover = rec.Found && !rec.Completed
+	// As the engine counts generations: a takeover continues one.
+	c.Generation = rec.Generation + 1
+	if c.Takeover {
+		c.Generation = rec.Generation
+	}
 	return c
 }
 

@@ -11,6 +11,67 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const beginPhase = `-- name: BeginPhase :exec
+SELECT idemgen_start_phase($1::bigint, $2::bigint,
+    $3::text, $4::text, $5::text, $6::integer, $7::bigint)
+`
+
+type BeginPhaseParams struct {
+	LockID        int64
+	IdleTimeoutMs int64
+	Scope         string
+	Operation     string
+	Key           string
+	Attempt       int32
+	LeaseMs       int64
+}
+
+// Starts a phase of a phased attempt; sent with BEGIN (see
+// idemgen_start_phase in migration 0004).
+func (q *Queries) BeginPhase(ctx context.Context, arg BeginPhaseParams) error {
+	_, err := q.db.Exec(ctx, beginPhase,
+		arg.LockID,
+		arg.IdleTimeoutMs,
+		arg.Scope,
+		arg.Operation,
+		arg.Key,
+		arg.Attempt,
+		arg.LeaseMs,
+	)
+	return err
+}
+
+const claimAtomic = `-- name: ClaimAtomic :exec
+SELECT idemgen_claim($1::bigint, $2::bigint,
+    $3::text, $4::text, $5::text, $6::integer,
+    $7::boolean)
+`
+
+type ClaimAtomicParams struct {
+	LockID        int64
+	IdleTimeoutMs int64
+	Scope         string
+	Operation     string
+	Key           string
+	ExpectAttempt int32
+	Takeover      bool
+}
+
+// Claims a key for an atomic attempt, writing nothing; sent with BEGIN
+// (see idemgen_claim in migration 0004).
+func (q *Queries) ClaimAtomic(ctx context.Context, arg ClaimAtomicParams) error {
+	_, err := q.db.Exec(ctx, claimAtomic,
+		arg.LockID,
+		arg.IdleTimeoutMs,
+		arg.Scope,
+		arg.Operation,
+		arg.Key,
+		arg.ExpectAttempt,
+		arg.Takeover,
+	)
+	return err
+}
+
 const claimKey = `-- name: ClaimKey :one
 WITH lock AS (
     SELECT pg_try_advisory_xact_lock($1::bigint) AS got,
@@ -105,7 +166,7 @@ UPDATE idempotency_keys
 SET status = 'completed',
     locked_until = NULL,
     response_status = $1,
-    response_headers = $2,
+    response_headers = convert_from($2::bytea, 'UTF8')::jsonb,
     response_body = $3
 WHERE scope = $4 AND operation = $5 AND key = $6
   AND status = 'in_flight' AND attempt = $7
@@ -175,7 +236,7 @@ UPDATE idempotency_keys AS k
 SET status = 'completed',
     locked_until = NULL,
     response_status = $1,
-    response_headers = $2,
+    response_headers = convert_from($2::bytea, 'UTF8')::jsonb,
     response_body = $3
 FROM abandoned AS a
 WHERE k.scope = a.scope AND k.operation = a.operation AND k.key = a.key
@@ -456,46 +517,62 @@ func (q *Queries) SetRecoveryPoint(ctx context.Context, arg SetRecoveryPointPara
 	return result.RowsAffected(), nil
 }
 
-const startPhase = `-- name: StartPhase :one
-WITH lock AS (
-    SELECT pg_advisory_xact_lock($6::bigint),
-        set_config('idle_in_transaction_session_timeout', $7::bigint::text, true) AS idle_timeout
-)
-UPDATE idempotency_keys AS k
-SET locked_until = now() + $1::bigint * interval '1 millisecond'
-FROM lock
-WHERE k.scope = $2 AND k.operation = $3 AND k.key = $4
-  AND k.status = 'in_flight' AND k.attempt = $5
-RETURNING k.recovery_point
+const storeResponse = `-- name: StoreResponse :exec
+INSERT INTO idempotency_keys AS k
+    (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation,
+     response_status, response_headers, response_body, created_at, expires_at)
+VALUES ($1, $2, $3, $4, 'completed', NULL, '',
+    $5, $6, $7,
+    -- As bytea, which every pgx query mode sends intact, then read as JSON.
+    convert_from($8::bytea, 'UTF8')::jsonb, $9,
+    now(), now() + $10::bigint * interval '1 millisecond')
+ON CONFLICT (scope, operation, key) DO UPDATE
+SET fingerprint = excluded.fingerprint,
+    status = 'completed',
+    locked_until = NULL,
+    -- A takeover of a phased attempt's row keeps where it got to.
+    recovery_point = CASE WHEN $11::boolean THEN k.recovery_point ELSE '' END,
+    attempt = excluded.attempt,
+    generation = excluded.generation,
+    response_status = excluded.response_status,
+    response_headers = excluded.response_headers,
+    response_body = excluded.response_body,
+    created_at = excluded.created_at,
+    expires_at = excluded.expires_at
 `
 
-type StartPhaseParams struct {
-	LeaseMs       int64
-	Scope         string
-	Operation     string
-	Key           string
-	Attempt       int32
-	LockID        int64
-	IdleTimeoutMs int64
+type StoreResponseParams struct {
+	Scope           string
+	Operation       string
+	Key             string
+	Fingerprint     []byte
+	Attempt         int32
+	Generation      int64
+	ResponseStatus  pgtype.Int4
+	ResponseHeaders []byte
+	ResponseBody    []byte
+	TtlMs           int64
+	Takeover        bool
 }
 
-// Starts a phase of a phased attempt inside the phase's transaction: it
-// takes the key's advisory lock, so lookups see the key busy and a
-// takeover cannot start while the phase runs, checks that the row still
-// belongs to this attempt (no row: the lease was taken over or the
-// attempt swept), and extends the lease. Like a claim, the phase's
-// transaction may sit idle for at most idle_timeout_ms.
-func (q *Queries) StartPhase(ctx context.Context, arg StartPhaseParams) (string, error) {
-	row := q.db.QueryRow(ctx, startPhase,
-		arg.LeaseMs,
+// Writes an atomic attempt's key row, with its response, in the attempt's
+// transaction and sent with its COMMIT: the key's only write. It replaces
+// the row of an earlier generation past its TTL, which the attempt's
+// claim checked and its advisory lock keeps from changing; the row may
+// only have been reaped since, and the generation is the attempt's own.
+func (q *Queries) StoreResponse(ctx context.Context, arg StoreResponseParams) error {
+	_, err := q.db.Exec(ctx, storeResponse,
 		arg.Scope,
 		arg.Operation,
 		arg.Key,
+		arg.Fingerprint,
 		arg.Attempt,
-		arg.LockID,
-		arg.IdleTimeoutMs,
+		arg.Generation,
+		arg.ResponseStatus,
+		arg.ResponseHeaders,
+		arg.ResponseBody,
+		arg.TtlMs,
+		arg.Takeover,
 	)
-	var recovery_point string
-	err := row.Scan(&recovery_point)
-	return recovery_point, err
+	return err
 }

@@ -1,0 +1,236 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idemgen/idemgen/idem/pgstore/internal/dbsqlc"
+)
+
+// Attempts pipeline what needs no answer in between: the statement that
+// claims a key (or starts a phase) rides with BEGIN, and the one that
+// stores the response (or the recovery point) with COMMIT, so that an
+// attempt costs two round trips besides its handler's.
+
+// SQLSTATEs the claim functions of migration 0004 raise.
+const (
+	codeContended = "IG409" // the key is held, or changed since it was read
+	codeLeaseLost = "IG410" // a phased attempt no longer holds the key
+)
+
+// ErrSimpleProtocol reports a connection on which a statement cannot be
+// sent with BEGIN: its literals are quoted as standard_conforming_strings
+// = on reads them, PostgreSQL's default, and pgx's own requirement for
+// its simple protocol.
+var ErrSimpleProtocol = errors.New("pgstore: the connection has standard_conforming_strings off; set it on (the server's default)")
+
+// statement is a query as a sqlc method would send it, captured to be
+// sent pipelined with BEGIN or COMMIT instead.
+type statement struct {
+	sql  string
+	args []any
+}
+
+// capture returns the statement that send makes through q.
+func capture(send func(q *dbsqlc.Queries) error) statement {
+	var s statement
+	_ = send(dbsqlc.New(&s))
+	return s
+}
+
+func (s *statement) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	s.sql, s.args = sql, args
+	return pgconn.CommandTag{}, nil
+}
+
+var errNotPipelined = errors.New("pgstore: only statements without results are pipelined")
+
+func (s *statement) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, errNotPipelined
+}
+
+func (s *statement) QueryRow(context.Context, string, ...any) pgx.Row { return errRow{} }
+
+type errRow struct{}
+
+func (errRow) Scan(...any) error { return errNotPipelined }
+
+// withBegin returns BEGIN followed by query with its $n parameters
+// replaced by args as literals: one simple-protocol message, one round
+// trip, that pgx's BeginTx sends and answers with a pgx.Tx. The queries
+// given it hold no literals of their own, only placeholders.
+func withBegin(conn *pgx.Conn, st statement) (string, error) {
+	query, args := st.sql, st.args
+	if conn.PgConn().ParameterStatus("standard_conforming_strings") != "on" {
+		return "", ErrSimpleProtocol
+	}
+	var b strings.Builder
+	b.WriteString("BEGIN;\n")
+	for i := 0; i < len(query); i++ {
+		if query[i] != '$' {
+			b.WriteByte(query[i])
+			continue
+		}
+		j := i + 1
+		for j < len(query) && query[j] >= '0' && query[j] <= '9' {
+			j++
+		}
+		n, err := strconv.Atoi(query[i+1 : j])
+		if err != nil || n < 1 || n > len(args) {
+			return "", fmt.Errorf("pgstore: parameter %q of a pipelined query has no argument", query[i:j])
+		}
+		lit, err := literal(args[n-1])
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(lit)
+		i = j - 1
+	}
+	return b.String(), nil
+}
+
+// literal quotes v for standard_conforming_strings = on.
+func literal(v any) (string, error) {
+	switch v := v.(type) {
+	case int64:
+		return strconv.FormatInt(v, 10), nil
+	case int32:
+		return strconv.FormatInt(int64(v), 10), nil
+	case bool:
+		return strconv.FormatBool(v), nil
+	case string:
+		if strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(v) {
+			// The engine refuses such keys and scopes before any claim.
+			return "", fmt.Errorf("pgstore: a key, scope or operation holds NUL or invalid UTF-8")
+		}
+		return "'" + strings.ReplaceAll(v, "'", "''") + "'", nil
+	}
+	return "", fmt.Errorf("pgstore: no literal for %T", v)
+}
+
+// hasCode reports whether err is a PostgreSQL error with SQLSTATE code.
+func hasCode(err error, code string) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pgErr.Code == code
+}
+
+// attemptConn is a connection held for an attempt's transaction.
+type attemptConn struct {
+	conn    *pgx.Conn
+	release func() // gives the connection and the AttemptConns turn back
+}
+
+// acquire takes a connection for an attempt within the AttemptConns
+// budget and the AcquireTimeout. ok is false when db is neither a pool
+// nor a connection: its attempts then send each statement on its own.
+func (s *Store) acquire(ctx context.Context) (c attemptConn, ok bool, err error) {
+	if s.pool == nil && s.conn == nil {
+		return attemptConn{}, false, nil
+	}
+	turn, err := s.turn(ctx)
+	if err != nil {
+		return attemptConn{}, true, err
+	}
+	if s.conn != nil {
+		return attemptConn{conn: s.conn, release: turn}, true, nil
+	}
+	actx, cancel := context.WithTimeout(ctx, s.acquireTimeout)
+	defer cancel()
+	pc, err := s.pool.Acquire(actx)
+	if err != nil {
+		turn()
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = ErrNoConnection
+		}
+		return attemptConn{}, true, err
+	}
+	var once sync.Once
+	return attemptConn{conn: pc.Conn(), release: func() { once.Do(func() { pc.Release(); turn() }) }}, true, nil
+}
+
+// turn waits for a turn within AttemptConns; the function it returns
+// gives it back, once.
+func (s *Store) turn(ctx context.Context) (func(), error) {
+	if s.slots == nil {
+		return func() {}, nil
+	}
+	t := time.NewTimer(s.acquireTimeout)
+	defer t.Stop()
+	select {
+	case s.slots <- struct{}{}:
+	case <-t.C:
+		return nil, ErrNoConnection
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-s.slots }) }, nil
+}
+
+// beginWith begins a transaction on c whose first statement is query:
+// one round trip. A statement that fails leaves the transaction aborted;
+// it is rolled back and c released before the error returns.
+func beginWith(ctx context.Context, c attemptConn, st statement) (pgx.Tx, error) {
+	sql, err := withBegin(c.conn, st)
+	if err != nil {
+		c.release()
+		return nil, err
+	}
+	tx, err := c.conn.BeginTx(ctx, pgx.TxOptions{BeginQuery: sql})
+	if err != nil {
+		endAborted(ctx, c)
+		return nil, err
+	}
+	return tx, nil
+}
+
+// endAborted rolls back what a failed pipeline left open on c and
+// releases it; a pool destroys a connection given back mid-transaction.
+func endAborted(ctx context.Context, c attemptConn) {
+	if !c.conn.IsClosed() && c.conn.PgConn().TxStatus() != 'I' {
+		_, _ = c.conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	}
+	c.release()
+}
+
+// commitWith sends st and COMMIT in one round trip, ending the attempt's
+// transaction, and reports the rows st changed. A COMMIT
+// whose acknowledgement was lost may have committed: the error then also
+// matches idem.ErrCommitUnknown.
+func commitWith(ctx context.Context, c attemptConn, what string, st statement) (int64, error) {
+	b := &pgx.Batch{}
+	b.Queue(st.sql, st.args...)
+	b.Queue("COMMIT")
+	br := c.conn.SendBatch(ctx, b)
+	// Either may fail after both were sent: a lost connection then leaves
+	// the outcome unknown.
+	tag, err := br.Exec()
+	var commitTag pgconn.CommandTag
+	if err == nil {
+		commitTag, err = br.Exec()
+	}
+	if err != nil {
+		err = commitError(what, err)
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = commitError(what, cerr)
+	}
+	if err == nil && commitTag.String() != "COMMIT" {
+		err = fmt.Errorf("pgstore: %s: the transaction was aborted by an earlier error, so COMMIT rolled it back: %w", what, pgx.ErrTxCommitRollback)
+	}
+	if err != nil {
+		endAborted(ctx, c)
+		return 0, err
+	}
+	c.release()
+	return tag.RowsAffected(), nil
+}
