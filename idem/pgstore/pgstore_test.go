@@ -23,11 +23,22 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // newPool returns a pool on a fresh database with the key store migrated.
 func newPool(t *testing.T, tracer pgx.QueryTracer) *pgxpool.Pool {
 	t.Helper()
+	return newConfiguredPool(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = tracer })
+}
+
+// newModePool is newPool with queries sent in mode.
+func newModePool(t *testing.T, mode pgx.QueryExecMode) *pgxpool.Pool {
+	t.Helper()
+	return newConfiguredPool(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
+}
+
+func newConfiguredPool(t *testing.T, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(pgtest.NewDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.ConnConfig.Tracer = tracer
+	configure(cfg)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -39,9 +50,19 @@ func newPool(t *testing.T, tracer pgx.QueryTracer) *pgxpool.Pool {
 	return pool
 }
 
+// TestConformance runs the store conformance suite in each of pgx's query
+// modes: the default statement cache, and the exec and simple-protocol
+// modes that teams behind a transaction-pooling PgBouncer use, where the
+// claim sent with BEGIN and the batch with COMMIT must work as well.
 func TestConformance(t *testing.T) {
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
+		t.Run(mode.String(), func(t *testing.T) { conformance(t, mode) })
+	}
+}
+
+func conformance(t *testing.T, mode pgx.QueryExecMode) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness[pgx.Tx] {
-		pool := newPool(t, nil)
+		pool := newModePool(t, mode)
 		return storetest.Harness[pgx.Tx]{
 			Store: pgstore.New(pool, pgstore.Options{}),
 			Expire: func(t *testing.T, id idem.ID) {
