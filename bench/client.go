@@ -28,11 +28,12 @@ const (
 	outReplay                  // 201 with Idempotent-Replayed: true
 	outConflict                // 409: the key's first attempt is in flight
 	outMismatch                // 422: the key was used for another request
+	outRead                    // 200: a read answered
 	outOther                   // any other status, or no response
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"first", "replay", "409", "422", "other"}
+var outcomeNames = [numOutcomes]string{"first", "replay", "409", "422", "read", "other"}
 
 func (o outcome) String() string { return outcomeNames[o] }
 
@@ -46,13 +47,16 @@ func classify(status int, replayed string) outcome {
 		return outConflict
 	case status == http.StatusUnprocessableEntity:
 		return outMismatch
+	case status == http.StatusOK:
+		return outRead
 	}
 	return outOther
 }
 
-// request is what a client sends: a POST of body to path, with key as its
-// Idempotency-Key unless empty.
+// request is what a client sends: a POST of body to path (or a GET, when
+// get is set), with key as its Idempotency-Key unless empty.
 type request struct {
+	get  bool
 	path string
 	key  string
 	body []byte
@@ -133,11 +137,17 @@ func (c *client) send(ctx context.Context, r request) outcome {
 // roundTrip sends r and reads the whole answer, which lets the connection
 // be reused. It keeps the body only when the status is unexpected.
 func (c *client) roundTrip(ctx context.Context, r request) (outcome, int, []byte, time.Duration, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+r.path, bytes.NewReader(r.body))
+	method, send := http.MethodPost, io.Reader(bytes.NewReader(r.body))
+	if r.get {
+		method, send = http.MethodGet, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+r.path, send)
 	if err != nil {
 		return outOther, 0, nil, 0, err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if !r.get {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("X-Account-Id", account)
 	if r.key != "" {
 		req.Header.Set(idem.HeaderKey, r.key)

@@ -77,6 +77,8 @@ connection each. Scenarios:
   atomic-first   POST /orders with a fresh Idempotency-Key per request
   phased-first   POST /payments with fresh keys: three phases and a call to
                  the server's in-process fake payment provider per request
+  read-by-id     GET /orders/{id} of existing orders: one indexed read, the
+                 floor a replay should meet
   replay         POST /orders replaying keys completed beforehand
   422            POST /orders reusing completed keys with another body
   409            POST /orders on keys whose first attempt is in flight (held

@@ -139,6 +139,7 @@ type dbCounts struct {
 	Rollbacks        int64            `json:"rollbacks"`
 	AutocommitWrites int64            `json:"autocommit_writes"`
 	AutocommitReads  int64            `json:"autocommit_reads"`
+	RoundTrips       int64            `json:"round_trips"`
 }
 
 // dbStats is the body of GET /debug/db-stats.
@@ -166,6 +167,7 @@ func (c dbCounts) minus(c0 dbCounts) dbCounts {
 		Rollbacks:        c.Rollbacks - c0.Rollbacks,
 		AutocommitWrites: c.AutocommitWrites - c0.AutocommitWrites,
 		AutocommitReads:  c.AutocommitReads - c0.AutocommitReads,
+		RoundTrips:       c.RoundTrips - c0.RoundTrips,
 	}
 	for k, v := range c.Statements {
 		if v -= c0.Statements[k]; v != 0 {
@@ -183,6 +185,7 @@ func (c dbCounts) plus(c2 dbCounts) dbCounts {
 		Rollbacks:        c.Rollbacks + c2.Rollbacks,
 		AutocommitWrites: c.AutocommitWrites + c2.AutocommitWrites,
 		AutocommitReads:  c.AutocommitReads + c2.AutocommitReads,
+		RoundTrips:       c.RoundTrips + c2.RoundTrips,
 	}
 	if d.Statements == nil {
 		d.Statements = map[string]int64{}

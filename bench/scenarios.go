@@ -18,7 +18,7 @@ import (
 )
 
 // scenarioNames are the scenarios, in the order they run by default.
-var scenarioNames = []string{"baseline", "atomic-first", "phased-first", "replay", "422", "409", "storm"}
+var scenarioNames = []string{"baseline", "atomic-first", "phased-first", "read-by-id", "replay", "422", "409", "storm"}
 
 func knownScenario(name string) bool { return slices.Contains(scenarioNames, name) }
 
@@ -68,7 +68,7 @@ func (f *fixtures) scenario(name string) *scenario {
 	case "atomic-first":
 		return &scenario{
 			name:   name,
-			about:  "POST /orders with a fresh key: claim, insert and stored response in one transaction",
+			about:  "POST /orders with a fresh key: lookup; BEGIN with the claim; the insert; the key row with COMMIT",
 			expect: []outcome{outFirst},
 			next: func(c *client) request {
 				return request{path: "/orders", key: c.freshKey("a"), body: orderBody}
@@ -83,6 +83,16 @@ func (f *fixtures) scenario(name string) *scenario {
 			prepare: f.createOrders,
 			next: func(c *client) request {
 				return request{path: "/payments", key: c.freshKey("p"), body: c.payment}
+			},
+		}
+	case "read-by-id":
+		return &scenario{
+			name:    name,
+			about:   "GET /orders/{id} of an order each client created beforehand: one indexed read, the floor a replay should meet",
+			expect:  []outcome{outRead},
+			prepare: f.createOrders,
+			next: func(c *client) request {
+				return request{get: true, path: "/orders/" + c.orderID}
 			},
 		}
 	case "replay":

@@ -40,6 +40,9 @@ type dbCounts struct {
 	// AutocommitReads counts the other statements outside a transaction:
 	// each is a transaction of its own that writes nothing.
 	AutocommitReads int64 `json:"autocommit_reads"`
+	// RoundTrips counts the messages that wait for an answer: a query,
+	// several statements in one simple-protocol message, or a batch.
+	RoundTrips int64 `json:"round_trips"`
 }
 
 type sqlVerb struct {
@@ -110,34 +113,77 @@ func (d *dbStats) serve(w http.ResponseWriter) {
 }
 
 func (d *dbStats) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	// 'I': no transaction is open, so this statement is one of its own.
+	d.count(ctx, conn, data.SQL)
+	return ctx
+}
+
+// TraceBatchStart counts a batch, one round trip, and its statements.
+func (d *dbStats) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	var sqls []string
+	for _, q := range data.Batch.QueuedQueries {
+		sqls = append(sqls, q.SQL)
+	}
+	d.count(ctx, conn, sqls...)
+	return ctx
+}
+
+func (d *dbStats) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (d *dbStats) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// count counts one round trip that sends sqls.
+func (d *dbStats) count(ctx context.Context, conn *pgx.Conn, sqls ...string) {
+	// 'I': no transaction is open, so a statement is one of its own.
 	autocommit := conn.PgConn().TxStatus() == 'I'
 	background := ctx.Value(requestMark{}) == nil
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	v, ok := d.verbs[data.SQL]
-	if !ok {
-		v = parseVerb(data.SQL)
-		d.verbs[data.SQL] = v
-	}
 	c := &d.counts[0]
 	if background {
 		c = &d.counts[1]
 	}
-	c.Statements[v.first]++
-	switch {
-	case v.first == "commit":
-		c.Commits++
-	case v.first == "rollback":
-		c.Rollbacks++
-	case !autocommit || v.first == "begin":
-		// Inside a transaction: it commits, or not, at COMMIT.
-	case v.writes:
-		c.AutocommitWrites++
-	default:
-		c.AutocommitReads++
+	c.RoundTrips++
+	for _, sql := range sqls {
+		for _, v := range d.parse(sql) {
+			c.Statements[v.first]++
+			switch {
+			case v.first == "commit":
+				c.Commits++
+				autocommit = true
+			case v.first == "rollback":
+				c.Rollbacks++
+				autocommit = true
+			case v.first == "begin":
+				autocommit = false
+			case !autocommit:
+				// Inside a transaction: it commits, or not, at COMMIT.
+			case v.writes:
+				c.AutocommitWrites++
+			default:
+				c.AutocommitReads++
+			}
+		}
 	}
-	return ctx
+}
+
+// parse returns the verbs of the statements in sql. A message of several
+// statements (BEGIN with a claim, its values written into it) is parsed
+// each time; others are cached.
+func (d *dbStats) parse(sql string) []sqlVerb {
+	if !strings.Contains(sql, ";\n") {
+		v, ok := d.verbs[sql]
+		if !ok {
+			v = parseVerb(sql)
+			d.verbs[sql] = v
+		}
+		return []sqlVerb{v}
+	}
+	var out []sqlVerb
+	for _, st := range strings.Split(sql, ";\n") {
+		if v := parseVerb(st); v.first != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func (d *dbStats) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
