@@ -75,11 +75,17 @@ connection each. Scenarios:
 
   baseline       POST /baseline/orders: the same insert, without idempotency
   atomic-first   POST /orders with a fresh Idempotency-Key per request
+  peer-insert-update, peer-upsert
+                 POST /orders's work behind the idempotency middlewares teams
+                 write by hand (bench/peers): claim INSERT ... DO NOTHING, work,
+                 UPDATE in three commits; or a claim that upserts on every request
   phased-first   POST /payments with fresh keys: three phases and a call to
                  the server's in-process fake payment provider per request
   read-by-id     GET /orders/{id} of existing orders: one indexed read, the
                  floor a replay should meet
   replay         POST /orders replaying keys completed beforehand
+  peer-insert-update-replay, peer-upsert-replay
+                 the same designs replaying keys completed beforehand
   422            POST /orders reusing completed keys with another body
   409            POST /orders on keys whose first attempt is in flight (held
                  open by this process in a transaction, as a running attempt does)

@@ -59,7 +59,7 @@ type serverProc struct {
 // statement counter on, and waits until it listens.
 func startServer(ctx context.Context, bin, dbURL string, logTo io.Writer) (*serverProc, error) {
 	s := &serverProc{
-		cmd:  exec.Command(bin, "-addr", "127.0.0.1:0", "-db-stats"),
+		cmd:  exec.Command(bin, "-addr", "127.0.0.1:0", "-db-stats", "-bench-peers"),
 		http: &http.Client{Timeout: 30 * time.Second},
 		done: make(chan struct{}),
 	}

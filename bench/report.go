@@ -185,6 +185,26 @@ func checkTargets(r *report) []target {
 		trips.Detail = fmt.Sprintf("%.2f round trips besides the handler's %.2f", extra, base.per(base.DB.RoundTrips))
 	}
 	ts = append(ts, trips)
+	// Side by side with the designs teams write by hand (bench/peers).
+	vsPeer := func(name, ours string, want float64, peerNames ...string) target {
+		t := target{Name: name, Status: "not measured", Detail: "needs " + ours + " and " + strings.Join(peerNames, ", ")}
+		s := r.scenario(ours)
+		var best *scenarioResult
+		for _, p := range peerNames {
+			if ps := r.scenario(p); ps != nil && (best == nil || ps.RPS > best.RPS) {
+				best = ps
+			}
+		}
+		if s == nil || best == nil || best.RPS == 0 {
+			return t
+		}
+		t.Status = metOrMissed(s.RPS >= want*best.RPS)
+		t.Detail = fmt.Sprintf("%.2fx the faster, %s (%.0f vs %.0f req/s)", s.RPS/best.RPS, best.Name, s.RPS, best.RPS)
+		return t
+	}
+	ts = append(ts,
+		vsPeer("atomic first execution at 1.4x the faster hand-written design's or better", "atomic-first", 1.4, "peer-insert-update", "peer-upsert"),
+		vsPeer("replay at 1.5x the faster hand-written design's replay or better", "replay", 1.5, "peer-insert-update-replay", "peer-upsert-replay"))
 
 	// No commit that writes: the server sent none (the tracer), and
 	// PostgreSQL wrote no row in the run's database. Transaction IDs and

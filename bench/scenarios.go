@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemgen/idemgen/bench/peers"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/jackc/pgx/v5"
@@ -18,7 +19,11 @@ import (
 )
 
 // scenarioNames are the scenarios, in the order they run by default.
-var scenarioNames = []string{"baseline", "atomic-first", "phased-first", "read-by-id", "replay", "422", "409", "storm"}
+var scenarioNames = []string{"baseline", "atomic-first", "peer-insert-update", "peer-upsert", "phased-first",
+	"read-by-id", "replay", "peer-insert-update-replay", "peer-upsert-replay", "422", "409", "storm"}
+
+// peerPaths are the hand-written designs' createOrder (see bench/peers).
+var peerPaths = map[string]string{"peer-insert-update": peers.InsertUpdatePath, "peer-upsert": peers.UpsertPath}
 
 func knownScenario(name string) bool { return slices.Contains(scenarioNames, name) }
 
@@ -54,6 +59,9 @@ type fixtures struct {
 
 	replayOnce sync.Once
 	replayErr  error
+
+	peerOnce map[string]*sync.Once
+	peerErr  map[string]error
 }
 
 func (f *fixtures) scenario(name string) *scenario {
@@ -83,6 +91,28 @@ func (f *fixtures) scenario(name string) *scenario {
 			prepare: f.createOrders,
 			next: func(c *client) request {
 				return request{path: "/payments", key: c.freshKey("p"), body: c.payment}
+			},
+		}
+	case "peer-insert-update", "peer-upsert":
+		path := peerPaths[name]
+		return &scenario{
+			name:   name,
+			about:  "POST " + path + " with a fresh key: the same insert behind the hand-written design (bench/peers)",
+			expect: []outcome{outFirst},
+			next: func(c *client) request {
+				return request{path: path, key: c.freshKey(name[5:8]), body: orderBody}
+			},
+		}
+	case "peer-insert-update-replay", "peer-upsert-replay":
+		peer := name[:len(name)-len("-replay")]
+		path := peerPaths[peer]
+		return &scenario{
+			name:    name,
+			about:   fmt.Sprintf("POST %s replaying %d keys completed beforehand", path, f.replayKeys),
+			expect:  []outcome{outReplay},
+			prepare: func(ctx context.Context) error { return f.completePeerKeys(ctx, peer) },
+			next: func(c *client) request {
+				return request{path: path, key: peer + "-" + f.replayKey(c), body: orderBody}
 			},
 		}
 	case "read-by-id":
@@ -161,6 +191,25 @@ func (f *fixtures) completeReplayKeys(ctx context.Context) error {
 		})
 	})
 	return f.replayErr
+}
+
+// completePeerKeys runs the first execution of each replay key on a peer
+// design, once.
+func (f *fixtures) completePeerKeys(ctx context.Context, peer string) error {
+	if f.peerOnce == nil {
+		f.peerOnce, f.peerErr = map[string]*sync.Once{}, map[string]error{}
+	}
+	once, ok := f.peerOnce[peer]
+	if !ok {
+		once = &sync.Once{}
+		f.peerOnce[peer] = once
+	}
+	once.Do(func() {
+		f.peerErr[peer] = f.each(ctx, f.replayKeys, func(c *client, i int) error {
+			return c.post(ctx, request{path: peerPaths[peer], key: peer + "-r-" + strconv.Itoa(i), body: orderBody}, nil)
+		})
+	})
+	return f.peerErr[peer]
 }
 
 // createOrders gives each client an order of its own to pay for.

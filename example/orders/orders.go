@@ -59,7 +59,7 @@ func (s *Service) CreateOrder(ctx context.Context, at *idem.Attempt[pgx.Tx], req
 		// A typed response: stored and replayed like a success.
 		return gen.CreateOrder400ApplicationProblemPlusJSONResponse(*p), nil
 	}
-	o, err := insertOrder(ctx, at.Tx(), req.Params.XAccountId, req.Body)
+	o, err := InsertOrder(ctx, at.Tx(), req.Params.XAccountId, req.Body)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func (s *Service) CreateOrderBaseline(ctx context.Context, req gen.CreateOrderBa
 	if p := checkOrder(req.Body); p != nil {
 		return gen.CreateOrderBaseline400ApplicationProblemPlusJSONResponse(*p), nil
 	}
-	o, err := insertOrder(ctx, s.Pool, req.Params.XAccountId, req.Body)
+	o, err := InsertOrder(ctx, s.Pool, req.Params.XAccountId, req.Body)
 	if err != nil {
 		return nil, err
 	}
@@ -105,9 +105,11 @@ func checkOrder(b *gen.NewOrder) *gen.Problem {
 	}
 }
 
-// insertOrder inserts an order through db: the attempt's transaction, or
-// the pool.
-func insertOrder(ctx context.Context, db interface {
+// InsertOrder inserts an order through db: the attempt's transaction, or
+// the pool. It is createOrder's whole business work, exported for the
+// benchmark's hand-written idempotency designs (bench/peers), which run
+// the same work.
+func InsertOrder(ctx context.Context, db interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }, account string, b *gen.NewOrder) (gen.Order, error) {
 	o, err := scanOrder(db.QueryRow(ctx,

@@ -49,7 +49,11 @@ type Config struct {
 	// the pool's idle connections publish their pg_stat_database counts,
 	// which PostgreSQL otherwise does lazily.
 	DBStats bool
-	Logger  *slog.Logger
+	// Routes, when set, adds routes beside the API's, on the same pool
+	// (and statement counter): the load benchmark's hand-written
+	// idempotency designs (bench/peers).
+	Routes func(ctx context.Context, pool *pgxpool.Pool, mux *http.ServeMux) error
+	Logger *slog.Logger
 }
 
 // Server is a running orders API.
@@ -195,8 +199,17 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 	if crash != nil {
 		middlewares = append(middlewares, crashBeforeResponse(crash))
 	}
+	handler := Handler(svc, s.pool, log, middlewares...)
+	if cfg.Routes != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		if err := cfg.Routes(ctx, s.pool, mux); err != nil {
+			return err
+		}
+		handler = mux
+	}
 	s.http = &http.Server{
-		Handler: Handler(svc, s.pool, log, middlewares...),
+		Handler: handler,
 		// A client that sends slowly, or idles, cannot hold a connection
 		// for ever. Bodies go up to 32 MiB, and createOrder may be told to
 		// work for a while (WorkDelay).

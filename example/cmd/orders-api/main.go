@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/idemgen/idemgen/bench/peers"
 	"github.com/idemgen/idemgen/example/server"
 )
 
@@ -29,12 +30,13 @@ func main() {
 	pspURL := flag.String("psp-url", "", "the payment provider's base URL, such as the one `go run ./example/cmd/fake-psp` prints (default: a fake one inside this process)")
 	crashAt := flag.String("crash-at", "", "die abruptly (SIGKILL) when createPayment reaches this point: after-claim, after-charge or before-response")
 	dbStats := flag.Bool("db-stats", false, "count the statements sent to PostgreSQL and serve the counts as JSON at GET /debug/db-stats (for go run ./bench)")
+	benchPeers := flag.Bool("bench-peers", false, "also serve the benchmark's hand-written idempotency designs under /peer/ (for go run ./bench)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := server.Start(ctx, server.Config{
+	cfg := server.Config{
 		Addr:        *addr,
 		DatabaseURL: os.Getenv("DATABASE_URL"),
 		WorkDelay:   *workDelay,
@@ -42,7 +44,11 @@ func main() {
 		CrashAt:     *crashAt,
 		DBStats:     *dbStats,
 		Logger:      log,
-	})
+	}
+	if *benchPeers {
+		cfg.Routes = peers.Mount
+	}
+	srv, err := server.Start(ctx, cfg)
 	if err != nil {
 		log.Error("orders-api: start", "error", err)
 		os.Exit(1)
