@@ -238,6 +238,38 @@ func NewService() IdempotentServer[memstore.NoTx] {
 	return &service{entered: make(chan struct{}, 1), release: make(chan struct{})}
 }
 
+// TestBodyLimitOnAnnotatedOnly: MaxBodyBytes bounds the bodies of
+// annotated operations, which the protocol buffers whole, and leaves the
+// others' to the user's own middlewares.
+func TestBodyLimitOnAnnotatedOnly(t *testing.T) {
+	svc := &service{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	opts := IdempotentHandlerOptions{Options: idem.Options{Logger: slog.New(slog.DiscardHandler)}, MaxBodyBytes: 64}
+	srv := httptest.NewServer(newHandler(svc, memstore.New(memstore.Options{}), opts))
+	defer srv.Close()
+	body := ` + "`" + `{"amount_cents": 100, "currency": "EUR", "customer_id": "` + "`" + ` + strings.Repeat("c", 100) + ` + "`" + `"}` + "`" + `
+	for _, tc := range []struct {
+		path string
+		want int
+	}{{"/orders", 413}, {"/baseline/orders", 400}} {
+		req, _ := http.NewRequest("POST", srv.URL+tc.path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Account-Id", "a1")
+		req.Header.Set("Idempotency-Key", "k-limit")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("POST %s with a %d-byte body: %d %s, want %d", tc.path, len(body), resp.StatusCode, b, tc.want)
+		}
+	}
+	if svc.runs.Load() != 0 {
+		t.Errorf("createOrder ran %d times", svc.runs.Load())
+	}
+}
+
 type reply struct {
 	status int
 	header http.Header

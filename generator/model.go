@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"mime"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,6 +94,14 @@ type recoveryPoint struct {
 	Const string // its constant: CreatePaymentPaymentCreated
 	Phase string // the method of the phase after it: CreatePaymentAfterPaymentCreated
 }
+
+// ColonPath is the operation's path as echo and gin spell routes:
+// /orders/:id for /orders/{id}.
+func (op operation) ColonPath() string {
+	return pathParam.ReplaceAllString(op.Path, ":$1")
+}
+
+var pathParam = regexp.MustCompile(`\{([^}]+)\}`)
 
 // Phased reports whether the operation runs in phases.
 func (op operation) Phased() bool { return len(op.Points) > 0 }

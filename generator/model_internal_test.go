@@ -51,3 +51,15 @@ func TestDurationExpr(t *testing.T) {
 		}
 	}
 }
+
+func TestColonPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"/orders":                      "/orders",
+		"/orders/{id}":                 "/orders/:id",
+		"/orders/{id}/items/{item_id}": "/orders/:id/items/:item_id",
+	} {
+		if got := (operation{Path: in}).ColonPath(); got != want {
+			t.Errorf("ColonPath(%s) = %s, want %s", in, got, want)
+		}
+	}
+}

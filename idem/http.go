@@ -64,7 +64,7 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
 		WriteProblem(w, bodyTooLarge(limit))
 		return false
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		WriteProblem(w, bodyTooLarge(limit))
 		return false
@@ -80,6 +80,22 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return true
+}
+
+// readBody reads a body of the declared length into a buffer of exactly
+// that size, so that a large body costs its size once, not the doublings
+// of a growing buffer; a body of unknown length is read as it comes.
+func readBody(r io.Reader, length int64) ([]byte, error) {
+	if length <= 0 {
+		return io.ReadAll(r)
+	}
+	body := make([]byte, length)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, err
+	}
+	// The server stops a body at its Content-Length; anything past it is
+	// another request's, never this one's.
+	return body, nil
 }
 
 func bodyTooLarge(limit int64) *Problem {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
@@ -90,9 +91,10 @@ type IdempotentHandlerOptions struct {
 	Middlewares []echo.MiddlewareFunc
 	// StrictMiddlewares run around every operation, outside the protocol.
 	StrictMiddlewares []StrictMiddlewareFunc
-	// MaxBodyBytes bounds request bodies: a larger one is answered 413
-	// before any claim. Zero means idem.DefaultMaxBodyBytes (32 MiB);
-	// negative, no limit.
+	// MaxBodyBytes bounds the request bodies of annotated operations: a
+	// larger one is answered 413 before any claim. Zero means
+	// idem.DefaultMaxBodyBytes (32 MiB); negative, no limit. Other
+	// operations' bodies are left to your own middlewares.
 	MaxBodyBytes int64
 }
 
@@ -111,7 +113,7 @@ func RegisterIdempotentHandlers[T any](router EchoRouter, impl IdempotentServer[
 	strict := NewStrictHandler(NewIdempotentStrictServer(impl, store, opts.Options), middlewares)
 	// The first middleware runs first: the user's, then the body limit,
 	// then the problem answers, which see only the API's own errors.
-	routes := echoRoutes{router, append(append([]echo.MiddlewareFunc{}, opts.Middlewares...), limitBody(opts.MaxBodyBytes), answerErrors(errs))}
+	routes := echoRoutes{router, append(append([]echo.MiddlewareFunc{}, opts.Middlewares...), limitBody(opts.BaseURL, opts.MaxBodyBytes), answerErrors(errs))}
 	RegisterHandlersWithBaseURL(routes, strict, opts.BaseURL)
 }
 
@@ -155,11 +157,14 @@ func withIdempotencyRequest(f StrictHandlerFunc, _ string) StrictHandlerFunc {
 	}
 }
 
-// limitBody bounds request bodies before anything reads them.
-func limitBody(limit int64) echo.MiddlewareFunc {
+// limitBody bounds the bodies of the annotated operations' requests, which
+// the protocol buffers whole, before anything reads them, and leaves the
+// others alone.
+func limitBody(baseURL string, limit int64) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if !idem.ReadBody(c.Response(), c.Request(), limit) {
+			route := c.Request().Method + " " + strings.TrimPrefix(c.Path(), baseURL)
+			if idempotentRoutes[route] && !idem.ReadBody(c.Response(), c.Request(), limit) {
 				return nil
 			}
 			return next(c)
@@ -237,6 +242,12 @@ func (r echoRoutes) PUT(path string, h echo.HandlerFunc, m ...echo.MiddlewareFun
 
 func (r echoRoutes) TRACE(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
 	return r.router.TRACE(path, h, r.with(m)...)
+}
+
+// idempotentRoutes are the annotated operations' routes, as echo spells them.
+var idempotentRoutes = map[string]bool{
+	"POST /orders":   true,
+	"POST /payments": true,
 }
 
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for

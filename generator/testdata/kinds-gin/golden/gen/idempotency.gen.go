@@ -5,6 +5,7 @@ package kinds
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -89,9 +90,10 @@ type IdempotentHandlerOptions struct {
 	Middlewares []MiddlewareFunc
 	// StrictMiddlewares run around every operation, outside the protocol.
 	StrictMiddlewares []StrictMiddlewareFunc
-	// MaxBodyBytes bounds request bodies: a larger one is answered 413
-	// before any claim. Zero means idem.DefaultMaxBodyBytes (32 MiB);
-	// negative, no limit.
+	// MaxBodyBytes bounds the request bodies of annotated operations: a
+	// larger one is answered 413 before any claim. Zero means
+	// idem.DefaultMaxBodyBytes (32 MiB); negative, no limit. Other
+	// operations' bodies are left to your own middlewares.
 	MaxBodyBytes int64
 }
 
@@ -116,15 +118,18 @@ func RegisterIdempotentHandlers[T any](router gin.IRouter, impl IdempotentServer
 		BaseURL: opts.BaseURL,
 		// They run in order, after the parameters decode: the body is
 		// bounded before the strict handler reads it.
-		Middlewares:  append(append([]MiddlewareFunc{}, opts.Middlewares...), limitBody(opts.MaxBodyBytes)),
+		Middlewares:  append(append([]MiddlewareFunc{}, opts.Middlewares...), limitBody(opts.BaseURL, opts.MaxBodyBytes)),
 		ErrorHandler: func(c *gin.Context, err error, _ int) { requestError(c, err) },
 	})
 }
 
-// limitBody bounds request bodies before anything reads them.
-func limitBody(limit int64) MiddlewareFunc {
+// limitBody bounds the bodies of the annotated operations' requests, which
+// the protocol buffers whole, before anything reads them, and leaves the
+// others alone.
+func limitBody(baseURL string, limit int64) MiddlewareFunc {
 	return func(c *gin.Context) {
-		if !idem.ReadBody(c.Writer, c.Request, limit) {
+		route := c.Request.Method + " " + strings.TrimPrefix(c.FullPath(), baseURL)
+		if idempotentRoutes[route] && !idem.ReadBody(c.Writer, c.Request, limit) {
 			c.Abort()
 		}
 	}
@@ -153,6 +158,12 @@ func (c ginRequestContext) Value(key any) any {
 		return v
 	}
 	return c.gin.Value(key)
+}
+
+// idempotentRoutes are the annotated operations' routes, as gin spells them.
+var idempotentRoutes = map[string]bool{
+	"POST /orders":   true,
+	"POST /payments": true,
 }
 
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for

@@ -5,6 +5,7 @@ package orders
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
@@ -39,9 +40,10 @@ type IdempotentHandlerOptions struct {
 	Middlewares []MiddlewareFunc
 	// StrictMiddlewares run around every operation, outside the protocol.
 	StrictMiddlewares []StrictMiddlewareFunc
-	// MaxBodyBytes bounds request bodies: a larger one is answered 413
-	// before any claim. Zero means idem.DefaultMaxBodyBytes (32 MiB);
-	// negative, no limit.
+	// MaxBodyBytes bounds the request bodies of annotated operations: a
+	// larger one is answered 413 before any claim. Zero means
+	// idem.DefaultMaxBodyBytes (32 MiB); negative, no limit. Other
+	// operations' bodies are left to your own middlewares.
 	MaxBodyBytes int64
 }
 
@@ -59,7 +61,7 @@ func NewIdempotentHandler[T any](impl IdempotentServer[T], store idem.Store[T], 
 		BaseURL:    opts.BaseURL,
 		BaseRouter: opts.BaseRouter,
 		// The last middleware runs first: bodies are bounded before anything reads them.
-		Middlewares:      append(append([]MiddlewareFunc{}, opts.Middlewares...), MiddlewareFunc(idem.LimitBody(opts.MaxBodyBytes))),
+		Middlewares:      append(append([]MiddlewareFunc{}, opts.Middlewares...), limitBodies(opts.BaseURL, opts.MaxBodyBytes)),
 		ErrorHandlerFunc: errs.RequestError,
 	})
 }
@@ -70,6 +72,30 @@ func withIdempotencyRequest(f StrictHandlerFunc, _ string) StrictHandlerFunc {
 	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
 		return f(idem.WithRequest(ctx, r), w, r, request)
 	}
+}
+
+// limitBodies bounds the bodies of the annotated operations' requests,
+// which the protocol buffers whole, and leaves the others alone.
+func limitBodies(baseURL string, limit int64) MiddlewareFunc {
+	bound := idem.LimitBody(limit)
+	return func(next http.Handler) http.Handler {
+		bounded := bound(next)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			method, pattern, _ := strings.Cut(r.Pattern, " ")
+			route := method + " " + strings.TrimPrefix(pattern, baseURL)
+			if idempotentRoutes[route] {
+				bounded.ServeHTTP(w, r)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// idempotentRoutes are the annotated operations' routes.
+var idempotentRoutes = map[string]bool{
+	"POST /accounts/{account_id}/orders":              true,
+	"DELETE /accounts/{account_id}/orders/{order_id}": true,
 }
 
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for
