@@ -79,6 +79,10 @@ connection each. Scenarios:
                  POST /orders's work behind the idempotency middlewares teams
                  write by hand (bench/peers): claim INSERT ... DO NOTHING, work,
                  UPDATE in three commits; or a claim that upserts on every request
+  realistic-baseline, realistic-first
+                 an order whose work is four statements (read the customer,
+                 insert the order, its line items, an outbox event), without
+                 and with the generated layer (bench/realistic)
   phased-first   POST /payments with fresh keys: three phases and a call to
                  the server's in-process fake payment provider per request
   read-by-id     GET /orders/{id} of existing orders: one indexed read, the

@@ -177,6 +177,16 @@ func checkTargets(r *report) []target {
 		floor.Detail = fmt.Sprintf("%.2fx (%.0f vs %.0f req/s)", replay.RPS/read.RPS, replay.RPS, read.RPS)
 	}
 	ts = append(ts, floor)
+	ts = append(ts, func() target {
+		t := target{Name: "realistic first execution at 0.75x the realistic baseline's req/s or better", Status: "not measured", Detail: "needs the realistic-baseline and realistic-first scenarios"}
+		b, f := r.scenario("realistic-baseline"), r.scenario("realistic-first")
+		if b == nil || f == nil || b.RPS == 0 {
+			return t
+		}
+		t.Status = metOrMissed(f.RPS >= 0.75*b.RPS)
+		t.Detail = fmt.Sprintf("%.2fx (%.0f vs %.0f req/s)", f.RPS/b.RPS, f.RPS, b.RPS)
+		return t
+	}())
 	trips := target{Name: "atomic first execution makes at most 2 protocol round trips besides the handler's", Status: "not measured", Detail: "needs the baseline and atomic-first scenarios"}
 	if s := r.scenario("atomic-first"); s != nil && base != nil && base.Requests > 0 && s.Requests > 0 {
 		// The baseline's round trips are the handler's own.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/bench/peers"
+	"github.com/idemgen/idemgen/bench/realistic"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/jackc/pgx/v5"
@@ -20,7 +21,11 @@ import (
 
 // scenarioNames are the scenarios, in the order they run by default.
 var scenarioNames = []string{"baseline", "atomic-first", "peer-insert-update", "peer-upsert", "phased-first",
+	"realistic-baseline", "realistic-first",
 	"read-by-id", "replay", "peer-insert-update-replay", "peer-upsert-replay", "422", "409", "storm"}
+
+// realisticBody is an order of two line items for bench/realistic.
+var realisticBody = []byte(`{"customer_id":"` + realistic.Customer + `","items":[{"sku":"sku-1","quantity":1,"price_cents":500},{"sku":"sku-2","quantity":2,"price_cents":250}]}`)
 
 // peerPaths are the hand-written designs' createOrder (see bench/peers).
 var peerPaths = map[string]string{"peer-insert-update": peers.InsertUpdatePath, "peer-upsert": peers.UpsertPath}
@@ -113,6 +118,22 @@ func (f *fixtures) scenario(name string) *scenario {
 			prepare: func(ctx context.Context) error { return f.completePeerKeys(ctx, peer) },
 			next: func(c *client) request {
 				return request{path: path, key: peer + "-" + f.replayKey(c), body: orderBody}
+			},
+		}
+	case "realistic-baseline":
+		return &scenario{
+			name:   name,
+			about:  "POST /realistic/baseline/orders without a key: read the customer, insert the order, its two line items and an outbox event, in one transaction",
+			expect: []outcome{outFirst},
+			next:   func(*client) request { return request{path: "/realistic/baseline/orders", body: realisticBody} },
+		}
+	case "realistic-first":
+		return &scenario{
+			name:   name,
+			about:  "POST /realistic/orders with a fresh key: the same four statements behind the generated layer",
+			expect: []outcome{outFirst},
+			next: func(c *client) request {
+				return request{path: "/realistic/orders", key: c.freshKey("re"), body: realisticBody}
 			},
 		}
 	case "read-by-id":

@@ -16,12 +16,15 @@ import (
 	"context"
 	"flag"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/idemgen/idemgen/bench/peers"
+	"github.com/idemgen/idemgen/bench/realistic"
 	"github.com/idemgen/idemgen/example/server"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func main() {
@@ -30,7 +33,7 @@ func main() {
 	pspURL := flag.String("psp-url", "", "the payment provider's base URL, such as the one `go run ./example/cmd/fake-psp` prints (default: a fake one inside this process)")
 	crashAt := flag.String("crash-at", "", "die abruptly (SIGKILL) when createPayment reaches this point: after-claim, after-charge or before-response")
 	dbStats := flag.Bool("db-stats", false, "count the statements sent to PostgreSQL and serve the counts as JSON at GET /debug/db-stats (for go run ./bench)")
-	benchPeers := flag.Bool("bench-peers", false, "also serve the benchmark's hand-written idempotency designs under /peer/ (for go run ./bench)")
+	benchPeers := flag.Bool("bench-peers", false, "also serve the benchmark's hand-written idempotency designs under /peer/ and its four-statement endpoint under /realistic/ (for go run ./bench)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 
@@ -46,7 +49,12 @@ func main() {
 		Logger:      log,
 	}
 	if *benchPeers {
-		cfg.Routes = peers.Mount
+		cfg.Routes = func(ctx context.Context, pool *pgxpool.Pool, mux *http.ServeMux) error {
+			if err := peers.Mount(ctx, pool, mux); err != nil {
+				return err
+			}
+			return realistic.Mount(ctx, pool, mux, log)
+		}
 	}
 	srv, err := server.Start(ctx, cfg)
 	if err != nil {

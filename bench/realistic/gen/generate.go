@@ -1,0 +1,3 @@
+package gen
+
+//go:generate go tool idemgen -config ../idemgen.yaml
