@@ -279,7 +279,7 @@ func TestShortRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the server")
 	}
-	opts, err := parseFlags([]string{"-scenarios", "baseline,replay", "-duration", "300ms", "-warmup", "100ms", "-replay-keys", "20", "-conns", "4", "-gobench=false"}, io.Discard)
+	opts, err := parseFlags([]string{"-scenarios", "baseline,replay", "-duration", "300ms", "-warmup", "100ms", "-replay-keys", "20", "-conns", "4", "-gobench=false", "-big-bodies", "2", "-body-mib", "1"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,6 +306,11 @@ func TestShortRun(t *testing.T) {
 	}
 	if replay.DB.Statements["select"] != replay.Requests || replay.DB.writingCommits() != 0 || replay.PGRows != 0 || replay.PGCommits != replay.Requests {
 		t.Errorf("replay: %d requests, statements %+v, %d rows, %d pg commits", replay.Requests, replay.DB, replay.PGRows, replay.PGCommits)
+	}
+	// The memory measurement sent its bodies, each answered 201, and read
+	// a peak no lower than the idle size.
+	if m := rep.Memory; m == nil || m.Outcomes["201"] != 2 || m.PeakRSS < m.IdleRSS || m.IdleRSS == 0 {
+		t.Errorf("memory: %+v", m)
 	}
 }
 

@@ -121,6 +121,16 @@ func runLoad(ctx context.Context, opts options, p progress, root, tmp string, lo
 		}
 	}
 	rep.PoolSeen = l.poolSeen
+	if opts.bigBodies > 0 {
+		// Last, so that the memory it leaves does not weigh on the others.
+		p.printf("memory: %d bodies of %d MiB at once", opts.bigBodies, opts.bodyMiB)
+		m, err := measureMemory(ctx, srv, opts.bigBodies, int64(opts.bodyMiB)<<20)
+		if err != nil {
+			return nil, fmt.Errorf("memory: %w\nserver log:\n%s", err, srv.tail())
+		}
+		p.printf("memory: %.2fx the bodies' total over the idle server", m.Ratio)
+		rep.Memory = &m
+	}
 	rep.finish()
 	return rep, nil
 }

@@ -19,6 +19,7 @@ type report struct {
 	PoolSeen       int              `json:"server_pg_connections"`
 	Scenarios      []scenarioResult `json:"scenarios"`
 	Targets        []target         `json:"targets"`
+	Memory         *memoryResult    `json:"memory,omitempty"`
 	GoBench        []goBenchResult  `json:"go_bench,omitempty"`
 	GoBenchCommand string           `json:"go_bench_command,omitempty"`
 }
@@ -250,8 +251,17 @@ func checkTargets(r *report) []target {
 		one.Detail = fmt.Sprintf("%d writing commits for %d requests (tracer), %.3f transaction IDs and %.3f pg_stat_database commits per request",
 			s.DB.writingCommits(), s.Requests, s.per(s.XIDs), s.per(s.PGCommits))
 	}
-	return append(ts, one)
+	ts = append(ts, one)
+	mem := target{Name: "peak resident memory under concurrent maximum-size bodies at most 1.3x their total over the idle server", Status: "not measured", Detail: "run with -big-bodies"}
+	if m := r.Memory; m != nil {
+		mem.Status = metOrMissed(m.Ratio <= 1.3)
+		mem.Detail = fmt.Sprintf("%.2fx: %d bodies of %.0f MiB, %.0f MiB in all; %.0f MiB idle, %.0f MiB at the peak",
+			m.Ratio, m.Bodies, mib(m.BodyBytes), mib(int64(m.Bodies)*m.BodyBytes), mib(m.IdleRSS), mib(m.PeakRSS))
+	}
+	return append(ts, mem)
 }
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 func metOrMissed(ok bool) string {
 	if ok {

@@ -1,11 +1,13 @@
 package idem
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/url"
 	"slices"
@@ -47,10 +49,13 @@ func Fingerprint(operation string, path, query, header Params, body any, exclude
 			}
 		}
 	}
-	var buf bytes.Buffer
-	writeCanonical(&buf, v)
-	sum := sha256.Sum256(buf.Bytes())
-	return sum[:], nil
+	h := sha256.New()
+	w := bufio.NewWriter(h)
+	writeCanonical(w, v)
+	if err := w.Flush(); err != nil { // a hash never fails to write
+		return nil, fmt.Errorf("fingerprint %s: %w", operation, err)
+	}
+	return h.Sum(nil), nil
 }
 
 // Canonical rewrites a JSON document in canonical form: object keys sorted,
@@ -80,7 +85,16 @@ func decodeJSON(data []byte) (any, error) {
 	return v, nil
 }
 
-func writeCanonical(buf *bytes.Buffer, v any) {
+// canonicalWriter is where writeCanonical writes: a buffer, or a hash
+// through a bufio.Writer, so that a large body is hashed without its
+// canonical form held whole.
+type canonicalWriter interface {
+	io.Writer
+	io.ByteWriter
+	io.StringWriter
+}
+
+func writeCanonical(buf canonicalWriter, v any) {
 	switch v := v.(type) {
 	case nil:
 		buf.WriteString("null")
@@ -118,7 +132,7 @@ func writeCanonical(buf *bytes.Buffer, v any) {
 	}
 }
 
-func writeString(buf *bytes.Buffer, s string) {
+func writeString(buf canonicalWriter, s string) {
 	b, _ := json.Marshal(s) // a string always encodes
 	buf.Write(b)
 }

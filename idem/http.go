@@ -25,6 +25,15 @@ func RequestFrom(ctx context.Context) *http.Request {
 	return r
 }
 
+// ReleaseBody lets go of the request's buffered body once the strict
+// handler has decoded it, so that a large body is not held twice, raw and
+// decoded, while the request runs.
+func ReleaseBody(ctx context.Context) {
+	if r := RequestFrom(ctx); r != nil {
+		r.Body = http.NoBody
+	}
+}
+
 // DefaultMaxBodyBytes bounds request bodies when LimitBody is given 0. It
 // is the multipart buffer's limit, so that any body the protocol can
 // fingerprint gets through.

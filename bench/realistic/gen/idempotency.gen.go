@@ -121,6 +121,7 @@ func (s *idempotentServer[T]) CreateRealisticOrderBaseline(ctx context.Context, 
 }
 
 func (s *idempotentServer[T]) CreateRealisticOrder(ctx context.Context, request CreateRealisticOrderRequestObject) (CreateRealisticOrderResponseObject, error) {
+	idem.ReleaseBody(ctx) // decoded already
 	fingerprint, err := idem.Fingerprint(s.createRealisticOrderOp.Name, nil, nil, idem.Params{"X-Account-Id": request.Params.XAccountId}, request.Body, s.createRealisticOrderOp.FingerprintExclude)
 	if err != nil {
 		return nil, err

@@ -119,6 +119,7 @@ type idempotentServer[T any] struct {
 }
 
 func (s *idempotentServer[T]) CreateTransfer(ctx context.Context, request CreateTransferRequestObject) (CreateTransferResponseObject, error) {
+	idem.ReleaseBody(ctx) // decoded already
 	fingerprint, err := idem.Fingerprint(s.createTransferOp.Name, nil, nil, nil, request.Body, s.createTransferOp.FingerprintExclude)
 	if err != nil {
 		return nil, err

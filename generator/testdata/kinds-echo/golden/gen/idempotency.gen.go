@@ -290,6 +290,7 @@ func (s *idempotentServer[T]) ListOrders(ctx context.Context, request ListOrders
 }
 
 func (s *idempotentServer[T]) CreateOrder(ctx context.Context, request CreateOrderRequestObject) (CreateOrderResponseObject, error) {
+	idem.ReleaseBody(ctx) // decoded already
 	fingerprint, err := idem.Fingerprint(s.createOrderOp.Name, nil, nil, idem.Params{"X-Account-Id": request.Params.XAccountId}, request.Body, s.createOrderOp.FingerprintExclude)
 	if err != nil {
 		return nil, err
@@ -318,6 +319,7 @@ func (s *idempotentServer[T]) GetOrder(ctx context.Context, request GetOrderRequ
 }
 
 func (s *idempotentServer[T]) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
+	idem.ReleaseBody(ctx) // decoded already
 	fingerprint, err := idem.Fingerprint(s.createPaymentOp.Name, nil, nil, idem.Params{"X-Account-Id": request.Params.XAccountId}, request.Body, s.createPaymentOp.FingerprintExclude)
 	if err != nil {
 		return nil, err

@@ -131,6 +131,7 @@ func (s *idempotentServer[T]) ListOrders(ctx context.Context, request ListOrders
 }
 
 func (s *idempotentServer[T]) CreateOrder(ctx context.Context, request CreateOrderRequestObject) (CreateOrderResponseObject, error) {
+	idem.ReleaseBody(ctx) // decoded already
 	fingerprint, err := idem.Fingerprint(s.createOrderOp.Name, idem.Params{"account_id": request.AccountId}, idem.Params{"dry_run": request.Params.DryRun, "channel": request.Params.Channel}, idem.Params{"X-Request-Id": request.Params.XRequestId}, request.Body, s.createOrderOp.FingerprintExclude)
 	if err != nil {
 		return nil, err
@@ -155,6 +156,7 @@ type createOrderAnswer struct{ *idem.Response }
 func (a createOrderAnswer) VisitCreateOrderResponse(w http.ResponseWriter) error { return a.Write(w) }
 
 func (s *idempotentServer[T]) CancelOrder(ctx context.Context, request CancelOrderRequestObject) (CancelOrderResponseObject, error) {
+	idem.ReleaseBody(ctx) // decoded already
 	fingerprint, err := idem.Fingerprint(s.cancelOrderOp.Name, idem.Params{"account_id": request.AccountId, "order_id": request.OrderId}, nil, nil, nil, s.cancelOrderOp.FingerprintExclude)
 	if err != nil {
 		return nil, err

@@ -171,6 +171,7 @@ type idempotentServer[T any] struct {
 }
 
 func (s *idempotentServer[T]) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
+	idem.ReleaseBody(ctx) // decoded already
 	fingerprint, err := idem.Fingerprint(s.createPaymentOp.Name, nil, nil, nil, request.Body, s.createPaymentOp.FingerprintExclude)
 	if err != nil {
 		return nil, err
@@ -210,6 +211,7 @@ func (s *idempotentServer[T]) GetPayment(ctx context.Context, request GetPayment
 }
 
 func (s *idempotentServer[T]) CapturePayment(ctx context.Context, request CapturePaymentRequestObject) (CapturePaymentResponseObject, error) {
+	idem.ReleaseBody(ctx) // decoded already
 	fingerprint, err := idem.Fingerprint(s.capturePaymentOp.Name, idem.Params{"payment_id": request.PaymentId}, nil, nil, nil, s.capturePaymentOp.FingerprintExclude)
 	if err != nil {
 		return nil, err

@@ -135,6 +135,7 @@ type idempotentServer[T any] struct {
 }
 
 func (s *idempotentServer[T]) CreateCharge(ctx context.Context, request CreateChargeRequestObject) (CreateChargeResponseObject, error) {
+	idem.ReleaseBody(ctx) // decoded already
 	fingerprint, err := idem.Fingerprint(s.createChargeOp.Name, nil, nil, nil, idem.PostForm(ctx), s.createChargeOp.FingerprintExclude)
 	if err != nil {
 		return nil, err
@@ -159,6 +160,7 @@ type createChargeAnswer struct{ *idem.Response }
 func (a createChargeAnswer) VisitCreateChargeResponse(w http.ResponseWriter) error { return a.Write(w) }
 
 func (s *idempotentServer[T]) UpdateCustomer(ctx context.Context, request UpdateCustomerRequestObject) (UpdateCustomerResponseObject, error) {
+	idem.ReleaseBody(ctx) // decoded already
 	fingerprint, err := idem.Fingerprint(s.updateCustomerOp.Name, idem.Params{"customer_id": request.CustomerId}, nil, nil, idem.Params{"JSON": request.JSONBody, "Formdata": idem.PostForm(ctx)}, s.updateCustomerOp.FingerprintExclude)
 	if err != nil {
 		return nil, err
@@ -185,6 +187,7 @@ func (a updateCustomerAnswer) VisitUpdateCustomerResponse(w http.ResponseWriter)
 }
 
 func (s *idempotentServer[T]) CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error) {
+	idem.ReleaseBody(ctx) // decoded already
 	fingerprint, err := idem.Fingerprint(s.createRefundOp.Name, idem.Params{"payment_id": request.PaymentId}, nil, nil, request.Body, s.createRefundOp.FingerprintExclude)
 	if err != nil {
 		return nil, err

@@ -151,6 +151,7 @@ type idempotentServer[T any] struct {
 }
 
 func (s *idempotentServer[T]) Ping(ctx context.Context, request PingRequestObject) (PingResponseObject, error) {
+	idem.ReleaseBody(ctx) // decoded already
 	fingerprint, err := idem.Fingerprint(s.pingOp.Name, nil, nil, nil, nil, s.pingOp.FingerprintExclude)
 	if err != nil {
 		return nil, err
@@ -175,6 +176,7 @@ type pingAnswer struct{ *idem.Response }
 func (a pingAnswer) VisitPingResponse(w http.ResponseWriter) error { return a.Write(w) }
 
 func (s *idempotentServer[T]) ReplaceSettings(ctx context.Context, request ReplaceSettingsRequestObject) (ReplaceSettingsResponseObject, error) {
+	idem.ReleaseBody(ctx) // decoded already
 	fingerprint, err := idem.Fingerprint(s.replaceSettingsOp.Name, nil, nil, nil, request.Body, s.replaceSettingsOp.FingerprintExclude)
 	if err != nil {
 		return nil, err
@@ -201,6 +203,7 @@ func (a replaceSettingsAnswer) VisitReplaceSettingsResponse(w http.ResponseWrite
 }
 
 func (s *idempotentServer[T]) CreateWidget(ctx context.Context, request CreateWidgetRequestObject) (CreateWidgetResponseObject, error) {
+	idem.ReleaseBody(ctx) // decoded already
 	fingerprint, err := idem.Fingerprint(s.createWidgetOp.Name, nil, nil, idem.Params{"X-Tenant-Id": request.Params.XTenantId}, request.Body, s.createWidgetOp.FingerprintExclude)
 	if err != nil {
 		return nil, err
@@ -225,6 +228,7 @@ type createWidgetAnswer struct{ *idem.Response }
 func (a createWidgetAnswer) VisitCreateWidgetResponse(w http.ResponseWriter) error { return a.Write(w) }
 
 func (s *idempotentServer[T]) CopyWidget(ctx context.Context, request CopyWidgetRequestObject) (CopyWidgetResponseObject, error) {
+	idem.ReleaseBody(ctx) // decoded already
 	fingerprint, err := idem.Fingerprint(s.copyWidgetOp.Name, idem.Params{"id": request.Id}, nil, idem.Params{"X-Tenant-Id": request.Params.XTenantId}, nil, s.copyWidgetOp.FingerprintExclude)
 	if err != nil {
 		return nil, err

@@ -135,6 +135,7 @@ type idempotentServer[T any] struct {
 }
 
 func (s *idempotentServer[T]) CreateWidget(ctx context.Context, request CreateWidgetRequestObject) (CreateWidgetResponseObject, error) {
+	idem.ReleaseBody(ctx) // decoded already
 	fingerprint, err := idem.Fingerprint(s.createWidgetOp.Name, nil, nil, nil, request.Body, s.createWidgetOp.FingerprintExclude)
 	if err != nil {
 		return nil, err
@@ -159,6 +160,7 @@ type createWidgetAnswer struct{ *idem.Response }
 func (a createWidgetAnswer) VisitCreateWidgetResponse(w http.ResponseWriter) error { return a.Write(w) }
 
 func (s *idempotentServer[T]) SetWidgetNote(ctx context.Context, request SetWidgetNoteRequestObject) (SetWidgetNoteResponseObject, error) {
+	idem.ReleaseBody(ctx) // decoded already
 	fingerprint, err := idem.Fingerprint(s.setWidgetNoteOp.Name, idem.Params{"id": request.Id}, nil, nil, request.Body, s.setWidgetNoteOp.FingerprintExclude)
 	if err != nil {
 		return nil, err
@@ -191,6 +193,7 @@ func (s *idempotentServer[T]) UploadWidgetPhoto(ctx context.Context, request Upl
 		return nil, err
 	}
 	request.Body = body
+	idem.ReleaseBody(ctx) // decoded already
 	fingerprint, err := idem.Fingerprint(s.uploadWidgetPhotoOp.Name, idem.Params{"id": request.Id}, nil, nil, multipartParts, s.uploadWidgetPhotoOp.FingerprintExclude)
 	if err != nil {
 		return nil, err
