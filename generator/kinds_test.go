@@ -268,6 +268,33 @@ func TestBodyLimitOnAnnotatedOnly(t *testing.T) {
 	if svc.runs.Load() != 0 {
 		t.Errorf("createOrder ran %d times", svc.runs.Load())
 	}
+
+	// createPayment's annotation sets max-body: 64KiB, over the option's
+	// default; createOrder keeps the default.
+	srv2 := httptest.NewServer(newHandler(svc, memstore.New(memstore.Options{}), IdempotentHandlerOptions{Options: idem.Options{Logger: slog.New(slog.DiscardHandler)}}))
+	defer srv2.Close()
+	big := strings.Repeat("x", 70<<10)
+	for _, tc := range []struct {
+		path, body string
+		want       int
+	}{
+		{"/payments", ` + "`" + `{"order_id": "` + "`" + ` + big + ` + "`" + `", "amount_cents": 100}` + "`" + `, 413},
+		{"/orders", ` + "`" + `{"amount_cents": 100, "currency": "EUR", "customer_id": "` + "`" + ` + big + ` + "`" + `"}` + "`" + `, 201},
+	} {
+		req, _ := http.NewRequest("POST", srv2.URL+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Account-Id", "a1")
+		req.Header.Set("Idempotency-Key", "k-big")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("POST %s with a %d-byte body: %d %.200s, want %d", tc.path, len(tc.body), resp.StatusCode, b, tc.want)
+		}
+	}
 }
 
 type reply struct {

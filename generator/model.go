@@ -59,6 +59,7 @@ type operation struct {
 	KeyMinLen, KeyMaxLen int
 	KeyPattern           string
 	TTL, Lease           string // Go expressions
+	MaxBody              int64  // the annotation's max-body; 0 for the handler's option
 	TTLText              string
 	Exclude              []string
 	// ScopeHeader is the header parameter that scopes keys, as the spec
@@ -203,6 +204,7 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 		return err
 	}
 	op.TTL, op.Lease = durationExpr(a.TTL), durationExpr(a.Lease)
+	op.MaxBody = a.MaxBody
 	op.TTLText = durationText(a.TTL)
 	if a.Scope.Header != "" {
 		header, err := scopeHeader(d, a)

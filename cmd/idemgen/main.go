@@ -59,6 +59,8 @@ const annotationsHelp = `Annotate the operations that must be idempotent:
     lease: 1m                 #   how long an attempt holds its key (default 1m)
     required: true            #   whether the Idempotency-Key header is required (default true)
     scope: {header: X-Account-Id}   # what keys are scoped by (default: nothing; see below)
+    max-body: 1MiB            #   bound on request bodies, which are buffered whole (default:
+                              #   the handler's MaxBodyBytes, 32MiB); bytes, KiB, MiB or GiB
   paths:
     /orders:
       post:
@@ -76,6 +78,7 @@ const annotationsHelp = `Annotate the operations that must be idempotent:
           fingerprint:
             exclude: [/metadata/trace_id, X-Trace-Id]   # body pointers and parameters that do not count
           scope: {function: true}   # replaces the default: idem.Options.Scope computes it in Go
+          max-body: 64KiB     # a larger body is a 413 before any claim
 
     /payments:
       post:

@@ -95,8 +95,11 @@ type Operation struct {
 	Required    bool   // whether the Idempotency-Key header is required
 	// RequiredAt is where required is written (the operation's or the
 	// document's), nil when it is the built-in default.
-	RequiredAt         *Position
-	TTL, Lease         time.Duration
+	RequiredAt *Position
+	TTL, Lease time.Duration
+	// MaxBody bounds the operation's request bodies, in bytes; 0 leaves
+	// the bound to the handler's options.
+	MaxBody            int64
 	Mode               string   // ModeAtomic or ModePhased
 	RecoveryPoints     []string // as written; see GoName for the Go names
 	FingerprintExclude []Pointer

@@ -331,7 +331,7 @@ paths:
 }
 
 func TestReadErrors(t *testing.T) {
-	const anyType = "expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, fingerprint, scope"
+	const anyType = "expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, fingerprint, scope, max-body"
 	const durationHint = "expected a Go duration such as 90s, 15m or 24h, or days such as 7d"
 	const badPoint = "is not a valid recovery point; expected a name that starts with a letter and has only letters, digits, _ or -, such as payment_created"
 	runReadCases(t, []readCase{
@@ -370,8 +370,8 @@ paths:
           include: [/a]
 `),
 			errs: []string{
-				`spec.yaml:2:3: x-idempotency: unknown key "mode"; expected one of ttl, lease, required, scope`,
-				`spec.yaml:7:9: x-idempotent: unknown key "retries"; expected one of required, ttl, lease, mode, recovery-points, fingerprint, scope`,
+				`spec.yaml:2:3: x-idempotency: unknown key "mode"; expected one of ttl, lease, required, scope, max-body`,
+				`spec.yaml:7:9: x-idempotent: unknown key "retries"; expected one of required, ttl, lease, mode, recovery-points, fingerprint, scope, max-body`,
 				`spec.yaml:9:11: x-idempotent.fingerprint: unknown key "include"; expected exclude`,
 			},
 		},
@@ -396,7 +396,7 @@ paths:
           exclude: /a
 `),
 			errs: []string{
-				`spec.yaml:1:16: x-idempotency: the value is a list; expected a mapping with keys ttl, lease, required, scope`,
+				`spec.yaml:1:16: x-idempotency: the value is a list; expected a mapping with keys ttl, lease, required, scope, max-body`,
 				`spec.yaml:6:19: x-idempotent.required: "no" is a string; expected true or false`,
 				`spec.yaml:7:14: x-idempotent.ttl: 60 is a number; ` + durationHint,
 				`spec.yaml:8:16: x-idempotent.lease: true is a bool; ` + durationHint,
@@ -943,4 +943,64 @@ paths:
 			`spec.yaml:16:15: x-idempotent ` + callback,
 		},
 	}})
+}
+
+// max-body bounds an operation's bodies: bytes or KiB, MiB, GiB, from the
+// operation or the document's defaults; a bad value names its place and
+// the forms it takes.
+func TestMaxBody(t *testing.T) {
+	runReadCases(t, []readCase{
+		{
+			name: "sizes",
+			src: spec(`
+x-idempotency:
+  max-body: 2MiB
+paths:
+  /a:
+    post:
+      x-idempotent:
+        max-body: 512KiB
+  /b:
+    post:
+      x-idempotent:
+        max-body: 1048576
+  /c:
+    post:
+      x-idempotent: true
+`),
+			want: []Operation{
+				with(annotated("/a", "POST", at(6, 7)), func(o *Operation) { o.MaxBody = 512 << 10 }),
+				with(annotated("/b", "POST", at(10, 7)), func(o *Operation) { o.MaxBody = 1 << 20 }),
+				with(annotated("/c", "POST", at(14, 7)), func(o *Operation) { o.MaxBody = 2 << 20 }),
+			},
+		},
+		{
+			name: "bad sizes",
+			src: spec(`
+paths:
+  /a:
+    post:
+      x-idempotent:
+        max-body: 3XB
+  /b:
+    post:
+      x-idempotent:
+        max-body: 0
+  /c:
+    post:
+      x-idempotent:
+        max-body: 2GiB
+  /d:
+    post:
+      x-idempotent:
+        max-body: [1]
+`),
+			errs: []string{
+				`spec.yaml:5:19: x-idempotent.max-body: "3XB" is not a size; expected bytes such as 1048576, or a size such as 512KiB, 1MiB or 1GiB`,
+				`spec.yaml:9:19: x-idempotent.max-body: "0" is not positive; expected bytes such as 1048576, or a size such as 512KiB, 1MiB or 1GiB`,
+				`spec.yaml:13:19: x-idempotent.max-body: "2GiB" is over 1GiB, which the protocol would buffer whole; expected at most 1GiB`,
+				`spec.yaml:17:19: x-idempotent.max-body: the value is a list; expected bytes such as 1048576, or a size such as 512KiB, 1MiB or 1GiB`,
+			},
+		},
+	})
 }

@@ -245,6 +245,10 @@ func (r *reader) build(path, method, id string, key *yaml.Node, s settings, defs
 		r.checkLease(ttl, lease)
 	}
 	op.TTL, op.Lease = ttl.value, lease.value
+	op.MaxBody = defs.maxBody
+	if s.maxBody != 0 {
+		op.MaxBody = s.maxBody
+	}
 	if s.mode != "" {
 		op.Mode = s.mode
 	}

@@ -2,6 +2,7 @@ package annotation
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -42,6 +43,7 @@ type defaults struct {
 	required     bool
 	requiredNode *yaml.Node // nil unless written
 	ttl, lease   duration
+	maxBody      int64 // 0 unless written
 	scope        Scope
 }
 
@@ -60,6 +62,7 @@ type settings struct {
 	pointsNode *yaml.Node // the recovery-points value, even when invalid
 	exclude    []Pointer
 	scope      *Scope
+	maxBody    int64 // 0 when absent or invalid
 }
 
 func (r *reader) defaults(f *entry) defaults {
@@ -73,7 +76,7 @@ func (r *reader) defaults(f *entry) defaults {
 	}
 	const field = "x-idempotency"
 	if f.value.Kind != yaml.MappingNode {
-		r.errorf(f.value, "%s: %s; expected a mapping with keys ttl, lease, required, scope", field, describe(f.value))
+		r.errorf(f.value, "%s: %s; expected a mapping with keys ttl, lease, required, scope, max-body", field, describe(f.value))
 		return d
 	}
 	for _, g := range r.unique(r.fields(f.value), field, all) {
@@ -95,8 +98,10 @@ func (r *reader) defaults(f *entry) defaults {
 				d.scope = *sc
 				d.scope.Default = true
 			}
+		case "max-body":
+			d.maxBody = r.size(field+".max-body", g.value)
 		default:
-			r.errorf(g.key, "%s: unknown key %s; expected one of ttl, lease, required, scope", field, quote(g.key.Value))
+			r.errorf(g.key, "%s: unknown key %s; expected one of ttl, lease, required, scope, max-body", field, quote(g.key.Value))
 		}
 	}
 	r.checkLease(d.ttl, d.lease)
@@ -116,7 +121,7 @@ func (r *reader) annotation(f *entry) (s settings, annotated bool) {
 	if b, ok := boolValue(f.value); ok {
 		return settings{}, b
 	}
-	r.errorf(f.value, "x-idempotent: %s; expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, fingerprint, scope", describe(f.value))
+	r.errorf(f.value, "x-idempotent: %s; expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, fingerprint, scope, max-body", describe(f.value))
 	return settings{}, true
 }
 
@@ -144,8 +149,10 @@ func (r *reader) settings(m *yaml.Node) settings {
 			s.exclude = r.fingerprint(f.value)
 		case "scope":
 			s.scope = r.scope(field+".scope", f.value)
+		case "max-body":
+			s.maxBody = r.size(field+".max-body", f.value)
 		default:
-			r.errorf(f.key, "%s: unknown key %s; expected one of required, ttl, lease, mode, recovery-points, fingerprint, scope", field, quote(f.key.Value))
+			r.errorf(f.key, "%s: unknown key %s; expected one of required, ttl, lease, mode, recovery-points, fingerprint, scope, max-body", field, quote(f.key.Value))
 		}
 	}
 	return s
@@ -454,4 +461,45 @@ func truncate(s string) string {
 		return string([]rune(s)[:maxQuoted]) + "..."
 	}
 	return s
+}
+
+// MaxBodyLimit bounds max-body: the protocol buffers a body whole.
+const MaxBodyLimit = 1 << 30
+
+// sizeUnits are the units max-body takes, longest first.
+var sizeUnits = []struct {
+	suffix string
+	bytes  int64
+}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+
+// size reads max-body: bytes, as an integer, or a number of KiB, MiB or
+// GiB. It returns 0 after reporting a bad value.
+func (r *reader) size(field string, v *yaml.Node) int64 {
+	const expected = "expected bytes such as 1048576, or a size such as 512KiB, 1MiB or 1GiB"
+	if v.Kind != yaml.ScalarNode || (v.ShortTag() != "!!int" && v.ShortTag() != "!!str") {
+		r.errorf(v, "%s: %s; %s", field, describe(v), expected)
+		return 0
+	}
+	text, unit := strings.TrimSpace(v.Value), int64(1)
+	if v.ShortTag() == "!!str" {
+		unit = 0
+		for _, u := range sizeUnits {
+			if n, ok := strings.CutSuffix(text, u.suffix); ok {
+				text, unit = strings.TrimSpace(n), u.bytes
+				break
+			}
+		}
+	}
+	n, err := strconv.ParseInt(text, 10, 64)
+	switch {
+	case unit == 0 || err != nil:
+		r.errorf(v, "%s: %s is not a size; %s", field, quote(v.Value), expected)
+	case n <= 0:
+		r.errorf(v, "%s: %s is not positive; %s", field, quote(v.Value), expected)
+	case n > MaxBodyLimit/unit:
+		r.errorf(v, "%s: %s is over 1GiB, which the protocol would buffer whole; expected at most 1GiB", field, quote(v.Value))
+	default:
+		return n * unit
+	}
+	return 0
 }

@@ -36,10 +36,10 @@ type IdempotentHandlerOptions struct {
 	Middlewares []MiddlewareFunc
 	// StrictMiddlewares run around every operation, outside the protocol.
 	StrictMiddlewares []StrictMiddlewareFunc
-	// MaxBodyBytes bounds the request bodies of annotated operations: a
-	// larger one is answered 413 before any claim. Zero means
-	// idem.DefaultMaxBodyBytes (32 MiB); negative, no limit. Other
-	// operations' bodies are left to your own middlewares.
+	// MaxBodyBytes bounds the request bodies of annotated operations whose
+	// annotation sets no max-body: a larger one is answered 413 before any
+	// claim. Zero means idem.DefaultMaxBodyBytes (32 MiB); negative, no
+	// limit. Other operations' bodies are left to your own middlewares.
 	MaxBodyBytes int64
 }
 
@@ -73,24 +73,29 @@ func withIdempotencyRequest(f StrictHandlerFunc, _ string) StrictHandlerFunc {
 // limitBodies bounds the bodies of the annotated operations' requests,
 // which the protocol buffers whole, and leaves the others alone.
 func limitBodies(baseURL string, limit int64) MiddlewareFunc {
-	bound := idem.LimitBody(limit)
 	return func(next http.Handler) http.Handler {
-		bounded := bound(next)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			method, pattern, _ := strings.Cut(r.Pattern, " ")
 			route := method + " " + strings.TrimPrefix(pattern, baseURL)
-			if idempotentRoutes[route] {
-				bounded.ServeHTTP(w, r)
+			bound, annotated := idempotentRoutes[route]
+			if !annotated {
+				next.ServeHTTP(w, r)
 				return
 			}
-			next.ServeHTTP(w, r)
+			if bound == 0 {
+				bound = limit
+			}
+			if idem.ReadBody(w, r, bound) {
+				next.ServeHTTP(w, r)
+			}
 		})
 	}
 }
 
-// idempotentRoutes are the annotated operations' routes.
-var idempotentRoutes = map[string]bool{
-	"POST /realistic/orders": true,
+// idempotentRoutes are the annotated operations' routes, with
+// the bound their annotation sets on their bodies (0: MaxBodyBytes).
+var idempotentRoutes = map[string]int64{
+	"POST /realistic/orders": 0,
 }
 
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for

@@ -91,10 +91,10 @@ type IdempotentHandlerOptions struct {
 	Middlewares []echo.MiddlewareFunc
 	// StrictMiddlewares run around every operation, outside the protocol.
 	StrictMiddlewares []StrictMiddlewareFunc
-	// MaxBodyBytes bounds the request bodies of annotated operations: a
-	// larger one is answered 413 before any claim. Zero means
-	// idem.DefaultMaxBodyBytes (32 MiB); negative, no limit. Other
-	// operations' bodies are left to your own middlewares.
+	// MaxBodyBytes bounds the request bodies of annotated operations whose
+	// annotation sets no max-body: a larger one is answered 413 before any
+	// claim. Zero means idem.DefaultMaxBodyBytes (32 MiB); negative, no
+	// limit. Other operations' bodies are left to your own middlewares.
 	MaxBodyBytes int64
 }
 
@@ -163,8 +163,11 @@ func withIdempotencyRequest(f StrictHandlerFunc, _ string) StrictHandlerFunc {
 func limitBody(baseURL string, limit int64) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			route := c.Request().Method + " " + strings.TrimPrefix(c.Path(), baseURL)
-			if idempotentRoutes[route] && !idem.ReadBody(c.Response(), c.Request(), limit) {
+			bound, annotated := idempotentRoutes[c.Request().Method+" "+strings.TrimPrefix(c.Path(), baseURL)]
+			if bound == 0 {
+				bound = limit
+			}
+			if annotated && !idem.ReadBody(c.Response(), c.Request(), bound) {
 				return nil
 			}
 			return next(c)
@@ -244,10 +247,11 @@ func (r echoRoutes) TRACE(path string, h echo.HandlerFunc, m ...echo.MiddlewareF
 	return r.router.TRACE(path, h, r.with(m)...)
 }
 
-// idempotentRoutes are the annotated operations' routes, as echo spells them.
-var idempotentRoutes = map[string]bool{
-	"POST /orders":   true,
-	"POST /payments": true,
+// idempotentRoutes are the annotated operations' routes, as echo spells them, with
+// the bound their annotation sets on their bodies (0: MaxBodyBytes).
+var idempotentRoutes = map[string]int64{
+	"POST /orders":   0,
+	"POST /payments": 65536,
 }
 
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for

@@ -90,10 +90,10 @@ type IdempotentHandlerOptions struct {
 	Middlewares []MiddlewareFunc
 	// StrictMiddlewares run around every operation, outside the protocol.
 	StrictMiddlewares []StrictMiddlewareFunc
-	// MaxBodyBytes bounds the request bodies of annotated operations: a
-	// larger one is answered 413 before any claim. Zero means
-	// idem.DefaultMaxBodyBytes (32 MiB); negative, no limit. Other
-	// operations' bodies are left to your own middlewares.
+	// MaxBodyBytes bounds the request bodies of annotated operations whose
+	// annotation sets no max-body: a larger one is answered 413 before any
+	// claim. Zero means idem.DefaultMaxBodyBytes (32 MiB); negative, no
+	// limit. Other operations' bodies are left to your own middlewares.
 	MaxBodyBytes int64
 }
 
@@ -128,8 +128,11 @@ func RegisterIdempotentHandlers[T any](router gin.IRouter, impl IdempotentServer
 // others alone.
 func limitBody(baseURL string, limit int64) MiddlewareFunc {
 	return func(c *gin.Context) {
-		route := c.Request.Method + " " + strings.TrimPrefix(c.FullPath(), baseURL)
-		if idempotentRoutes[route] && !idem.ReadBody(c.Writer, c.Request, limit) {
+		bound, annotated := idempotentRoutes[c.Request.Method+" "+strings.TrimPrefix(c.FullPath(), baseURL)]
+		if bound == 0 {
+			bound = limit
+		}
+		if annotated && !idem.ReadBody(c.Writer, c.Request, bound) {
 			c.Abort()
 		}
 	}
@@ -160,10 +163,11 @@ func (c ginRequestContext) Value(key any) any {
 	return c.gin.Value(key)
 }
 
-// idempotentRoutes are the annotated operations' routes, as gin spells them.
-var idempotentRoutes = map[string]bool{
-	"POST /orders":   true,
-	"POST /payments": true,
+// idempotentRoutes are the annotated operations' routes, as gin spells them, with
+// the bound their annotation sets on their bodies (0: MaxBodyBytes).
+var idempotentRoutes = map[string]int64{
+	"POST /orders":   0,
+	"POST /payments": 65536,
 }
 
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for
