@@ -87,9 +87,18 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
 		})
 		return false
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.Body = &bufferedBody{Reader: bytes.NewReader(body), data: body}
 	return true
 }
+
+// bufferedBody is a body ReadBody read whole: a reader over it, and the
+// bytes, for ReadMultipartRequest.
+type bufferedBody struct {
+	*bytes.Reader
+	data []byte
+}
+
+func (*bufferedBody) Close() error { return nil }
 
 // readBody reads a body of the declared length into a buffer of exactly
 // that size, so that a large body costs its size once, not the doublings

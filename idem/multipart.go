@@ -2,11 +2,13 @@ package idem
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
@@ -33,12 +35,47 @@ func ReadMultipart(r *multipart.Reader, limit int64) (*multipart.Reader, []Multi
 	if r == nil {
 		return nil, nil, nil // the request sent another of the operation's body types
 	}
+	var buf bytes.Buffer
+	out := multipart.NewWriter(&buf)
+	parts, err := readParts(r, limit, out)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := out.Close(); err != nil {
+		return nil, nil, err
+	}
+	return multipart.NewReader(&buf, out.Boundary()), parts, nil
+}
+
+// ReadMultipartRequest is ReadMultipart for the generated handler, whose
+// request ctx carries (see WithRequest): when ReadBody buffered the body
+// already, it fingerprints the parts from that buffer and hands the
+// handler a reader over the same bytes, so that the body is held once,
+// not twice.
+func ReadMultipartRequest(ctx context.Context, r *multipart.Reader, limit int64) (*multipart.Reader, []MultipartPart, error) {
+	req := RequestFrom(ctx)
+	if r == nil || req == nil {
+		return ReadMultipart(r, limit)
+	}
+	buffered, ok := req.Body.(*bufferedBody)
+	_, params, err := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	if !ok || err != nil || params["boundary"] == "" {
+		return ReadMultipart(r, limit)
+	}
+	boundary := params["boundary"]
+	parts, err := readParts(multipart.NewReader(bytes.NewReader(buffered.data), boundary), limit, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return multipart.NewReader(bytes.NewReader(buffered.data), boundary), parts, nil
+}
+
+// readParts fingerprints r's parts, copying them to out unless it is nil.
+func readParts(r *multipart.Reader, limit int64, out *multipart.Writer) ([]MultipartPart, error) {
 	if limit <= 0 {
 		limit = DefaultMaxMultipartBytes
 	}
 	var (
-		buf   bytes.Buffer
-		out   = multipart.NewWriter(&buf)
 		parts []MultipartPart
 		total int64
 	)
@@ -48,26 +85,30 @@ func ReadMultipart(r *multipart.Reader, limit int64) (*multipart.Reader, []Multi
 			break
 		}
 		if err != nil {
-			return nil, nil, badMultipart(err)
-		}
-		h := textproto.MIMEHeader{}
-		for _, k := range []string{"Content-Disposition", "Content-Type"} {
-			if v := p.Header.Get(k); v != "" {
-				h.Set(k, v)
-			}
-		}
-		w, err := out.CreatePart(h)
-		if err != nil {
-			return nil, nil, err
+			return nil, badMultipart(err)
 		}
 		sum := sha256.New()
-		n, err := io.Copy(io.MultiWriter(w, sum), io.LimitReader(p, limit-total+1))
+		var w io.Writer = sum
+		if out != nil {
+			h := textproto.MIMEHeader{}
+			for _, k := range []string{"Content-Disposition", "Content-Type"} {
+				if v := p.Header.Get(k); v != "" {
+					h.Set(k, v)
+				}
+			}
+			pw, err := out.CreatePart(h)
+			if err != nil {
+				return nil, err
+			}
+			w = io.MultiWriter(pw, sum)
+		}
+		n, err := io.Copy(w, io.LimitReader(p, limit-total+1))
 		total += n
 		if err != nil {
-			return nil, nil, badMultipart(err)
+			return nil, badMultipart(err)
 		}
 		if total > limit {
-			return nil, nil, &Problem{
+			return nil, &Problem{
 				Type:   TypeBodyTooLarge,
 				Title:  "Request body too large",
 				Status: http.StatusRequestEntityTooLarge,
@@ -81,10 +122,7 @@ func ReadMultipart(r *multipart.Reader, limit int64) (*multipart.Reader, []Multi
 			SHA256:      hex.EncodeToString(sum.Sum(nil)),
 		})
 	}
-	if err := out.Close(); err != nil {
-		return nil, nil, err
-	}
-	return multipart.NewReader(&buf, out.Boundary()), parts, nil
+	return parts, nil
 }
 
 func badMultipart(err error) error {

@@ -2,9 +2,11 @@ package idem_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"mime/multipart"
+	"net/http/httptest"
 	"net/textproto"
 	"reflect"
 	"testing"
@@ -100,5 +102,47 @@ func TestReadMultipartLimit(t *testing.T) {
 	}
 	if body, parts, err := idem.ReadMultipart(nil, 0); body != nil || parts != nil || err != nil {
 		t.Fatalf("nil reader: %v %v %v", body, parts, err)
+	}
+}
+
+// A body ReadBody buffered is fingerprinted from that buffer, with the
+// same parts ReadMultipart finds, and handed on as a reader over the same
+// bytes: the handler reads the parts as sent.
+func TestReadMultipartRequestUsesTheBuffer(t *testing.T) {
+	var raw bytes.Buffer
+	mw := multipart.NewWriter(&raw)
+	mw.WriteField("amount", "100")
+	fw, _ := mw.CreateFormFile("receipt", "r.pdf")
+	fw.Write(bytes.Repeat([]byte("%PDF"), 1000))
+	mw.Close()
+	body := raw.Bytes()
+
+	r := httptest.NewRequest("POST", "/refunds", bytes.NewReader(body))
+	r.Header.Set("Content-Type", mw.FormDataContentType())
+	if !idem.ReadBody(httptest.NewRecorder(), r, 0) {
+		t.Fatal("ReadBody refused the body")
+	}
+	ctx := idem.WithRequest(context.Background(), r)
+	strict, err := r.MultipartReader() // as the strict handler makes it
+	if err != nil {
+		t.Fatal(err)
+	}
+	handed, parts, err := idem.ReadMultipartRequest(ctx, strict, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, want, err := idem.ReadMultipart(multipart.NewReader(bytes.NewReader(body), mw.Boundary()), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(parts, want) {
+		t.Fatalf("parts %+v, want %+v as ReadMultipart finds them", parts, want)
+	}
+	form, err := handed.ReadForm(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form.Value["amount"][0] != "100" || form.File["receipt"][0].Size != 4000 {
+		t.Fatalf("the handler read %+v", form)
 	}
 }

@@ -193,7 +193,7 @@ func (a setWidgetNoteAnswer) VisitSetWidgetNoteResponse(w http.ResponseWriter) e
 
 func (s *idempotentServer[T]) UploadWidgetPhoto(ctx context.Context, request UploadWidgetPhotoRequestObject) (UploadWidgetPhotoResponseObject, error) {
 	// The multipart body is read once, for the fingerprint, and handed on.
-	body, multipartParts, err := idem.ReadMultipart(request.Body, 0)
+	body, multipartParts, err := idem.ReadMultipartRequest(ctx, request.Body, 0)
 	if err != nil {
 		return nil, err
 	}
