@@ -270,7 +270,7 @@ func TestBodyLimitOnAnnotatedOnly(t *testing.T) {
 	}
 
 	// createPayment's annotation sets max-body: 64KiB, over the option's
-	// default; createOrder keeps the default.
+	// default; createOrder keeps the default for JSON, 1 MiB.
 	srv2 := httptest.NewServer(newHandler(svc, memstore.New(memstore.Options{}), IdempotentHandlerOptions{Options: idem.Options{Logger: slog.New(slog.DiscardHandler)}}))
 	defer srv2.Close()
 	big := strings.Repeat("x", 70<<10)
@@ -280,11 +280,13 @@ func TestBodyLimitOnAnnotatedOnly(t *testing.T) {
 	}{
 		{"/payments", ` + "`" + `{"order_id": "` + "`" + ` + big + ` + "`" + `", "amount_cents": 100}` + "`" + `, 413},
 		{"/orders", ` + "`" + `{"amount_cents": 100, "currency": "EUR", "customer_id": "` + "`" + ` + big + ` + "`" + `"}` + "`" + `, 201},
+		// Without max-body or the option, a JSON body gets 1 MiB.
+		{"/orders", ` + "`" + `{"amount_cents": 100, "currency": "EUR", "customer_id": "` + "`" + ` + strings.Repeat("x", 1<<20) + ` + "`" + `"}` + "`" + `, 413},
 	} {
 		req, _ := http.NewRequest("POST", srv2.URL+tc.path, strings.NewReader(tc.body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Account-Id", "a1")
-		req.Header.Set("Idempotency-Key", "k-big")
+		req.Header.Set("Idempotency-Key", fmt.Sprintf("k-big-%d", len(tc.body)))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -34,6 +34,13 @@ func ReleaseBody(ctx context.Context) {
 	}
 }
 
+// DefaultMaxJSONBodyBytes is what the generated handler bounds the bodies
+// of annotated operations by, when neither their annotation's max-body
+// nor the handler's option says: JSON, form and text bodies of an API
+// rarely need more, and each is buffered whole. Multipart bodies get
+// DefaultMaxMultipartBytes.
+const DefaultMaxJSONBodyBytes = 1 << 20
+
 // DefaultMaxBodyBytes bounds request bodies when LimitBody is given 0. It
 // is the multipart buffer's limit, so that any body the protocol can
 // fingerprint gets through.

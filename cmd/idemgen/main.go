@@ -59,8 +59,8 @@ const annotationsHelp = `Annotate the operations that must be idempotent:
     lease: 1m                 #   how long an attempt holds its key (default 1m)
     required: true            #   whether the Idempotency-Key header is required (default true)
     scope: {header: X-Account-Id}   # what keys are scoped by (default: nothing; see below)
-    max-body: 1MiB            #   bound on request bodies, which are buffered whole (default:
-                              #   the handler's MaxBodyBytes, 32MiB); bytes, KiB, MiB or GiB
+    max-body: 1MiB            #   bound on request bodies, which are buffered whole (default: the
+                              #   handler's MaxBodyBytes, else 1MiB, 32MiB for multipart); bytes, KiB, MiB or GiB
   paths:
     /orders:
       post:

@@ -92,8 +92,10 @@ type IdempotentHandlerOptions struct {
 	StrictMiddlewares []StrictMiddlewareFunc
 	// MaxBodyBytes bounds the request bodies of annotated operations whose
 	// annotation sets no max-body: a larger one is answered 413 before any
-	// claim. Zero means idem.DefaultMaxBodyBytes (32 MiB); negative, no
-	// limit. Other operations' bodies are left to your own middlewares.
+	// claim. Zero means the default for the operation's body,
+	// idem.DefaultMaxJSONBodyBytes (1 MiB) or, for multipart bodies,
+	// idem.DefaultMaxMultipartBytes (32 MiB); negative, no limit. Other
+	// operations' bodies are left to your own middlewares.
 	MaxBodyBytes int64
 }
 
@@ -129,10 +131,7 @@ func RegisterIdempotentHandlers[T any](router gin.IRouter, impl IdempotentServer
 func limitBody(baseURL string, limit int64) MiddlewareFunc {
 	return func(c *gin.Context) {
 		bound, annotated := idempotentRoutes[c.Request.Method+" "+strings.TrimPrefix(c.FullPath(), baseURL)]
-		if bound == 0 {
-			bound = limit
-		}
-		if annotated && !idem.ReadBody(c.Writer, c.Request, bound) {
+		if annotated && !idem.ReadBody(c.Writer, c.Request, bound.of(limit)) {
 			c.Abort()
 		}
 	}
@@ -163,11 +162,25 @@ func (c ginRequestContext) Value(key any) any {
 	return c.gin.Value(key)
 }
 
-// idempotentRoutes are the annotated operations' routes, as gin spells them, with
-// the bound their annotation sets on their bodies (0: MaxBodyBytes).
-var idempotentRoutes = map[string]int64{
-	"POST /orders":   0,
-	"POST /payments": 65536,
+// bodyBound is how an annotated operation's request bodies are bounded:
+// by its annotation's max-body, else by the handler's MaxBodyBytes, else
+// by the default for its kind of body.
+type bodyBound struct{ annotated, fallback int64 }
+
+func (b bodyBound) of(option int64) int64 {
+	switch {
+	case b.annotated != 0:
+		return b.annotated
+	case option != 0:
+		return option
+	}
+	return b.fallback
+}
+
+// idempotentRoutes are the annotated operations' routes, as gin spells them.
+var idempotentRoutes = map[string]bodyBound{
+	"POST /orders":   {0, idem.DefaultMaxJSONBodyBytes},
+	"POST /payments": {65536, idem.DefaultMaxJSONBodyBytes},
 }
 
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for

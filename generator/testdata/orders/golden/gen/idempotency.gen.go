@@ -42,8 +42,10 @@ type IdempotentHandlerOptions struct {
 	StrictMiddlewares []StrictMiddlewareFunc
 	// MaxBodyBytes bounds the request bodies of annotated operations whose
 	// annotation sets no max-body: a larger one is answered 413 before any
-	// claim. Zero means idem.DefaultMaxBodyBytes (32 MiB); negative, no
-	// limit. Other operations' bodies are left to your own middlewares.
+	// claim. Zero means the default for the operation's body,
+	// idem.DefaultMaxJSONBodyBytes (1 MiB) or, for multipart bodies,
+	// idem.DefaultMaxMultipartBytes (32 MiB); negative, no limit. Other
+	// operations' bodies are left to your own middlewares.
 	MaxBodyBytes int64
 }
 
@@ -86,21 +88,32 @@ func limitBodies(baseURL string, limit int64) MiddlewareFunc {
 				next.ServeHTTP(w, r)
 				return
 			}
-			if bound == 0 {
-				bound = limit
-			}
-			if idem.ReadBody(w, r, bound) {
+			if idem.ReadBody(w, r, bound.of(limit)) {
 				next.ServeHTTP(w, r)
 			}
 		})
 	}
 }
 
-// idempotentRoutes are the annotated operations' routes, with
-// the bound their annotation sets on their bodies (0: MaxBodyBytes).
-var idempotentRoutes = map[string]int64{
-	"POST /accounts/{account_id}/orders":              0,
-	"DELETE /accounts/{account_id}/orders/{order_id}": 0,
+// bodyBound is how an annotated operation's request bodies are bounded:
+// by its annotation's max-body, else by the handler's MaxBodyBytes, else
+// by the default for its kind of body.
+type bodyBound struct{ annotated, fallback int64 }
+
+func (b bodyBound) of(option int64) int64 {
+	switch {
+	case b.annotated != 0:
+		return b.annotated
+	case option != 0:
+		return option
+	}
+	return b.fallback
+}
+
+// idempotentRoutes are the annotated operations' routes.
+var idempotentRoutes = map[string]bodyBound{
+	"POST /accounts/{account_id}/orders":              {0, idem.DefaultMaxJSONBodyBytes},
+	"DELETE /accounts/{account_id}/orders/{order_id}": {0, idem.DefaultMaxJSONBodyBytes},
 }
 
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for
