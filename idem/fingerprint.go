@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Params holds an operation's path, query or header parameters, by their
@@ -50,13 +51,19 @@ func Fingerprint(operation string, path, query, header Params, body any, exclude
 		}
 	}
 	h := sha256.New()
-	w := bufio.NewWriter(h)
+	w := hashWriters.Get().(*bufio.Writer)
+	defer hashWriters.Put(w)
+	w.Reset(h)
 	writeCanonical(w, v)
 	if err := w.Flush(); err != nil { // a hash never fails to write
 		return nil, fmt.Errorf("fingerprint %s: %w", operation, err)
 	}
 	return h.Sum(nil), nil
 }
+
+// hashWriters buffer the canonical form on its way into the hash, a few
+// KiB at a time whatever the body's size.
+var hashWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
 
 // Canonical rewrites a JSON document in canonical form: object keys sorted,
 // no insignificant whitespace, numbers in one spelling (1, 1.0 and 1e0 are
