@@ -84,9 +84,12 @@ func moduleRoot(t *testing.T) string {
 // TestReadmeAdoption follows the README's adoption steps in a new module
 // outside the repository, with idemgen replaced by this checkout: get the
 // tool, write the config and the generate line, generate, build, vet and
-// check. The module's dependencies come from the module cache this
-// repository's own build filled, with go.sum seeded from the repository's,
-// so the test needs no network.
+// check. go.sum is seeded from the repository's, so the modules come from
+// the cache this repository's build filled. `go get` also reads go.mod
+// files of the module graph that a fresh cache may lack, so the configured
+// proxies stay on; any answer of theirs about idemgen's own paths (a proxy
+// may refuse an unknown module with 403) falls through to "off", which
+// leaves this checkout's replacement in charge.
 func TestReadmeAdoption(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module with the go command")
@@ -101,7 +104,7 @@ func TestReadmeAdoption(t *testing.T) {
 	}
 	steps := adoptionSteps(t)
 	dir := t.TempDir()
-	env := append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off")
+	env := append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "GOPROXY="+proxiesThenOff(t, goTool))
 	run := func(args ...string) {
 		t.Helper()
 		cmd := exec.Command(goTool, args...)
@@ -144,6 +147,23 @@ func TestReadmeAdoption(t *testing.T) {
 	if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err != nil || !strings.Contains(string(mod), "tool github.com/idemgen/idemgen/cmd/idemgen") {
 		t.Errorf("go.mod does not list idemgen as a tool (%v):\n%s", err, mod)
 	}
+}
+
+// proxiesThenOff is the configured GOPROXY without "direct", each proxy
+// falling through to the next on any error and finally to "off".
+func proxiesThenOff(t *testing.T, goTool string) string {
+	t.Helper()
+	out, err := exec.Command(goTool, "env", "GOPROXY").Output()
+	if err != nil {
+		t.Fatalf("go env GOPROXY: %v", err)
+	}
+	var list []string
+	for _, p := range strings.FieldsFunc(strings.TrimSpace(string(out)), func(r rune) bool { return r == ',' || r == '|' }) {
+		if p != "direct" && p != "off" {
+			list = append(list, p)
+		}
+	}
+	return strings.Join(append(list, "off"), "|")
 }
 
 func write(t *testing.T, path, content string) {
