@@ -211,8 +211,23 @@ func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte
 		}
 		return e.execute(ctx, op, txn, &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, nonce: nonce()}, h)
 	}
+	lc, _ := e.store.(LookupClaimer[T])
 	for range maxTries {
-		rec, c, resp := e.decide(ctx, op, id, fingerprint)
+		var rec Record
+		var err error
+		if lc != nil {
+			var txn Txn[T]
+			rec, txn, err = lc.LookupClaim(ctx, id, Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease, Generation: 1})
+			if txn != nil {
+				return e.executeClaimed(ctx, op, id, txn, h)
+			}
+		} else {
+			rec, err = e.store.Lookup(ctx, id)
+		}
+		if err != nil {
+			return e.storeFailed(ctx, id, "lookup", err), nil
+		}
+		c, resp := e.decideRecord(op, rec, fingerprint)
 		if resp != nil {
 			return resp, nil
 		}
@@ -236,6 +251,18 @@ func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte
 		return e.execute(ctx, op, txn, at, h)
 	}
 	return e.keyInUse(e.retryAfter), nil
+}
+
+// executeClaimed runs the first attempt on a key that its lookup claimed.
+func (e *Engine[T]) executeClaimed(ctx context.Context, op *Operation, id ID, txn Txn[T], h Handler[T]) (*Response, error) {
+	secret, err := e.derivationSecret(ctx)
+	if err != nil {
+		endCtx, cancel := endContext(ctx, op)
+		defer cancel()
+		_ = txn.Abort(endCtx)
+		return e.storeFailed(ctx, id, "secret", err), nil
+	}
+	return e.execute(ctx, op, txn, &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: 1}, h)
 }
 
 // identify validates the request's key and finds its scope. It returns a
@@ -335,6 +362,12 @@ func (e *Engine[T]) decide(ctx context.Context, op *Operation, id ID, fingerprin
 	if err != nil {
 		return rec, Claim{}, e.storeFailed(ctx, id, "lookup", err)
 	}
+	c, resp := e.decideRecord(op, rec, fingerprint)
+	return rec, c, resp
+}
+
+// decideRecord applies the protocol to what a lookup read.
+func (e *Engine[T]) decideRecord(op *Operation, rec Record, fingerprint []byte) (Claim, *Response) {
 	c := Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease, Attempt: rec.Attempt}
 	sameRequest := bytes.Equal(rec.Fingerprint, fingerprint)
 	switch {
@@ -343,26 +376,26 @@ func (e *Engine[T]) decide(ctx context.Context, op *Operation, id ID, fingerprin
 		// done part of its work, which only the same request may resume.
 		switch {
 		case !sameRequest:
-			return rec, c, keyReused()
+			return c, keyReused()
 		case rec.Held || rec.LeaseLeft > 0:
-			return rec, c, e.keyInUse(e.leaseRetryAfter(rec.LeaseLeft))
+			return c, e.keyInUse(e.leaseRetryAfter(rec.LeaseLeft))
 		}
 		c.Takeover = true
-		return rec, c, nil
+		return c, nil
 	case rec.Found && !rec.Expired:
 		if !sameRequest {
-			return rec, c, keyReused()
+			return c, keyReused()
 		}
 		replay := *rec.Response
 		replay.Replayed = true
-		return rec, c, &replay
+		return c, &replay
 	case rec.Held:
 		// An atomic attempt runs; its request is not visible before it
 		// commits, so whatever this request is, it has to wait.
-		return rec, c, e.keyInUse(e.retryAfter)
+		return c, e.keyInUse(e.retryAfter)
 	}
 	// No row, or a completed one past its TTL: a new generation.
-	return rec, c, nil
+	return c, nil
 }
 
 // generation is the generation an attempt claimed with c after reading

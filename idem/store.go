@@ -120,6 +120,17 @@ type Store[T any] interface {
 	Secret(ctx context.Context) ([]byte, error)
 }
 
+// LookupClaimer is a Store that can also claim a key in its lookup's
+// round trip, which saves a first execution one round trip. LookupClaim
+// reads the key like Lookup; when the store has no row for it and no
+// attempt holds it, it claims it for an atomic attempt with c (a first
+// generation: Attempt 0, Generation 1) and returns that attempt's Txn.
+// Otherwise the Txn is nil, and the engine decides from the Record as it
+// does after Lookup.
+type LookupClaimer[T any] interface {
+	LookupClaim(ctx context.Context, id ID, c Claim) (Record, Txn[T], error)
+}
+
 // Lease is a phased attempt's committed hold on a key.
 type Lease[T any] interface {
 	// RecoveryPoint is the last point committed for the key when the lease

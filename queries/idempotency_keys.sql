@@ -6,9 +6,15 @@
 -- reports facts and the engine decides. held is true while a claimant holds
 -- the key's advisory lock, which is how an atomic attempt, whose row is not
 -- yet committed, is seen as in flight. The shared lock taken here lasts
--- only for this statement.
+-- only for this statement. With claim, a key without a row is also claimed
+-- for an atomic attempt when it is free (claimed; see idemgen_try_claim in
+-- migration 0005): the session then holds the key's lock.
 SELECT
     NOT pg_try_advisory_xact_lock_shared(sqlc.arg(lock_id)::bigint) AS held,
+    (CASE WHEN k.scope IS NULL AND sqlc.arg(claim)::boolean
+          THEN idemgen_try_claim(sqlc.arg(lock_id)::bigint, sqlc.arg(idle_timeout_ms)::bigint,
+                                 sqlc.arg(scope)::text, sqlc.arg(operation)::text, sqlc.arg(key)::text)
+          ELSE false END)::boolean AS claimed,
     (k.scope IS NOT NULL)::boolean AS found,
     k.fingerprint,
     k.status,
@@ -103,6 +109,10 @@ SET fingerprint = excluded.fingerprint,
     response_body = excluded.response_body,
     created_at = excluded.created_at,
     expires_at = excluded.expires_at;
+
+-- name: ReleaseClaim :one
+-- Ends a claim LookupKey made: sent with the attempt's COMMIT or ROLLBACK.
+SELECT idemgen_release_claim(sqlc.arg(lock_id)::bigint)::boolean AS released;
 
 -- name: BeginPhase :exec
 -- Starts a phase of a phased attempt; sent with BEGIN (see

@@ -25,6 +25,8 @@ var schemaProbes = []struct {
 	{"0003_key_generations", `SELECT generation FROM idempotency_keys WHERE false`},
 	{"0004_pipelined_attempts", `SELECT 'idemgen_claim(bigint, bigint, text, text, text, integer, boolean)'::regprocedure,
 		'idemgen_start_phase(bigint, bigint, text, text, text, integer, bigint)'::regprocedure`},
+	{"0005_lookup_claims", `SELECT 'idemgen_try_claim(bigint, bigint, text, text, text)'::regprocedure,
+		'idemgen_release_claim(bigint)'::regprocedure`},
 }
 
 // Check verifies that db holds the key store's tables, as new as this

@@ -2,13 +2,15 @@
 // sqlc-generated queries of queries/idempotency_keys.sql.
 //
 // A replay, 409 or 422 costs one read-only statement. A first execution
-// claims the key with a transaction-scoped advisory lock, in the statement
-// sent with its BEGIN, writes nothing until it ends, and then writes the
-// key's row, with the response, in the statement sent with its COMMIT: it
-// commits once, writes one row besides the handler's, costs three round
-// trips besides the handler's, and a crash leaves no claim behind.
-// Concurrent duplicates see the lock and get their 409 at once, without
-// waiting for the first attempt's transaction.
+// is claimed by that same statement when the key has no row: the session
+// takes the key's advisory lock (LookupClaim). Its transaction begins with
+// the handler's first statement, writes nothing of the store's until it
+// ends, and then writes the key's row, with the response, sent with COMMIT
+// and the lock's release: it commits once, writes one row besides the
+// handler's, costs two round trips besides the handler's, and a crash
+// leaves no claim behind. Concurrent duplicates see the lock and get their
+// 409 at once, without waiting for the first attempt. A key with a row is
+// claimed in the statement sent with BEGIN (Claim), a round trip more.
 //
 // A phased attempt's claim commits on its own, with a lease (locked_until)
 // and a fencing token (attempt); each phase's transaction starts by taking
@@ -161,14 +163,24 @@ func (s *Store) begin(ctx context.Context) (tx pgx.Tx, release func(), err error
 func (s *Store) Lookup(ctx context.Context, id idem.ID) (idem.Record, error) {
 	var row dbsqlc.LookupKeyRow
 	err := s.read(ctx, func(q *dbsqlc.Queries) (err error) {
-		row, err = q.LookupKey(ctx, dbsqlc.LookupKeyParams{
-			LockID: lockID(id), Scope: id.Scope, Operation: id.Operation, Key: id.Key,
-		})
+		row, err = q.LookupKey(ctx, lookupParams(id, false, 0))
 		return err
 	})
 	if err != nil {
 		return idem.Record{}, classify("lookup key", err)
 	}
+	return record(row)
+}
+
+func lookupParams(id idem.ID, claim bool, lease time.Duration) dbsqlc.LookupKeyParams {
+	return dbsqlc.LookupKeyParams{
+		LockID: lockID(id), Claim: claim, IdleTimeoutMs: idleTimeout(lease).Milliseconds(),
+		Scope: id.Scope, Operation: id.Operation, Key: id.Key,
+	}
+}
+
+// record is what a lookup's row reports.
+func record(row dbsqlc.LookupKeyRow) (idem.Record, error) {
 	rec := idem.Record{Held: row.Held.Bool, Found: row.Found}
 	if !row.Found {
 		return rec, nil
@@ -528,6 +540,7 @@ func unavailable(err error) bool {
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
 		switch pgErr.Code {
 		case "57P01", "57P02", "57P03", // admin_shutdown, crash_shutdown, cannot_connect_now
+			"57P05", "25P03", // the session or its transaction sat idle too long, and was ended
 			"53300": // too_many_connections
 			return true
 		}

@@ -18,8 +18,9 @@ import (
 
 // Attempts pipeline what needs no answer in between: the statement that
 // claims a key (or starts a phase) rides with BEGIN, and the one that
-// stores the response (or the recovery point) with COMMIT, so that an
-// attempt costs two round trips besides its handler's.
+// stores the response (or the recovery point) with COMMIT, so that a claim
+// made apart from the lookup, and each phase, cost two round trips besides
+// the handler's. An attempt its lookup claimed needs neither (claimed.go).
 
 // SQLSTATEs the claim functions of migration 0004 raise.
 const (
@@ -58,7 +59,12 @@ func (s *statement) Query(context.Context, string, ...any) (pgx.Rows, error) {
 	return nil, errNotPipelined
 }
 
-func (s *statement) QueryRow(context.Context, string, ...any) pgx.Row { return errRow{} }
+// QueryRow captures a statement with one row of results, to be read from
+// the batch it is sent in.
+func (s *statement) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	s.sql, s.args = sql, args
+	return errRow{}
+}
 
 type errRow struct{}
 
@@ -140,8 +146,15 @@ func (s *Store) acquire(ctx context.Context) (c attemptConn, ok bool, err error)
 	if err != nil {
 		return attemptConn{}, true, err
 	}
+	c, err = s.acquireWith(ctx, turn)
+	return c, true, err
+}
+
+// acquireWith takes a connection for an attempt that has its turn; it
+// gives the turn back if none comes.
+func (s *Store) acquireWith(ctx context.Context, turn func()) (attemptConn, error) {
 	if s.conn != nil {
-		return attemptConn{conn: s.conn, release: turn}, true, nil
+		return attemptConn{conn: s.conn, release: turn}, nil
 	}
 	actx, cancel := context.WithTimeout(ctx, s.acquireTimeout)
 	defer cancel()
@@ -151,10 +164,24 @@ func (s *Store) acquire(ctx context.Context) (c attemptConn, ok bool, err error)
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			err = ErrNoConnection
 		}
-		return attemptConn{}, true, err
+		return attemptConn{}, err
 	}
 	var once sync.Once
-	return attemptConn{conn: pc.Conn(), release: func() { once.Do(func() { pc.Release(); turn() }) }}, true, nil
+	return attemptConn{conn: pc.Conn(), release: func() { once.Do(func() { pc.Release(); turn() }) }}, nil
+}
+
+// tryTurn takes a turn within AttemptConns if one is free now.
+func (s *Store) tryTurn() (func(), bool) {
+	if s.slots == nil {
+		return func() {}, true
+	}
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		return nil, false
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-s.slots }) }, true
 }
 
 // turn waits for a turn within AttemptConns; the function it returns

@@ -364,6 +364,10 @@ const lookupKey = `-- name: LookupKey :one
 
 SELECT
     NOT pg_try_advisory_xact_lock_shared($1::bigint) AS held,
+    (CASE WHEN k.scope IS NULL AND $2::boolean
+          THEN idemgen_try_claim($1::bigint, $3::bigint,
+                                 $4::text, $5::text, $6::text)
+          ELSE false END)::boolean AS claimed,
     (k.scope IS NOT NULL)::boolean AS found,
     k.fingerprint,
     k.status,
@@ -377,18 +381,21 @@ SELECT
     coalesce((extract(epoch FROM k.locked_until - now()) * 1000)::bigint, 0)::bigint AS lease_left_ms
 FROM (SELECT 1) AS one
 LEFT JOIN idempotency_keys AS k
-    ON k.scope = $2 AND k.operation = $3 AND k.key = $4
+    ON k.scope = $4 AND k.operation = $5 AND k.key = $6
 `
 
 type LookupKeyParams struct {
-	LockID    int64
-	Scope     string
-	Operation string
-	Key       string
+	LockID        int64
+	Claim         bool
+	IdleTimeoutMs int64
+	Scope         string
+	Operation     string
+	Key           string
 }
 
 type LookupKeyRow struct {
 	Held            pgtype.Bool
+	Claimed         bool
 	Found           bool
 	Fingerprint     []byte
 	Status          pgtype.Text
@@ -408,10 +415,14 @@ type LookupKeyRow struct {
 // reports facts and the engine decides. held is true while a claimant holds
 // the key's advisory lock, which is how an atomic attempt, whose row is not
 // yet committed, is seen as in flight. The shared lock taken here lasts
-// only for this statement.
+// only for this statement. With claim, a key without a row is also claimed
+// for an atomic attempt when it is free (claimed; see idemgen_try_claim in
+// migration 0005): the session then holds the key's lock.
 func (q *Queries) LookupKey(ctx context.Context, arg LookupKeyParams) (LookupKeyRow, error) {
 	row := q.db.QueryRow(ctx, lookupKey,
 		arg.LockID,
+		arg.Claim,
+		arg.IdleTimeoutMs,
 		arg.Scope,
 		arg.Operation,
 		arg.Key,
@@ -419,6 +430,7 @@ func (q *Queries) LookupKey(ctx context.Context, arg LookupKeyParams) (LookupKey
 	var i LookupKeyRow
 	err := row.Scan(
 		&i.Held,
+		&i.Claimed,
 		&i.Found,
 		&i.Fingerprint,
 		&i.Status,
@@ -456,6 +468,18 @@ func (q *Queries) ReapExpired(ctx context.Context, batchSize int32) (int64, erro
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const releaseClaim = `-- name: ReleaseClaim :one
+SELECT idemgen_release_claim($1::bigint)::boolean AS released
+`
+
+// Ends a claim LookupKey made: sent with the attempt's COMMIT or ROLLBACK.
+func (q *Queries) ReleaseClaim(ctx context.Context, lockID int64) (bool, error) {
+	row := q.db.QueryRow(ctx, releaseClaim, lockID)
+	var released bool
+	err := row.Scan(&released)
+	return released, err
 }
 
 const releaseKey = `-- name: ReleaseKey :execrows

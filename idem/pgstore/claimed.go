@@ -1,0 +1,195 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/pgstore/internal/dbsqlc"
+)
+
+var _ idem.LookupClaimer[pgx.Tx] = (*Store)(nil)
+
+// LookupClaim reads a key like Lookup, in one statement, and when no row
+// exists and no attempt holds the key, claims it for a first execution in
+// the same statement: the session takes the key's advisory lock (see
+// idemgen_try_claim in migration 0005). The attempt's transaction begins
+// with its handler's first statement and ends with the key's row, COMMIT
+// and the lock's release sent together, so a first execution costs two
+// round trips besides its handler's.
+//
+// A lookup that finds a row, a held key, a store on neither a pool nor a
+// connection, or no free turn within AttemptConns (which a lookup must not
+// wait for) only reads.
+func (s *Store) LookupClaim(ctx context.Context, id idem.ID, c idem.Claim) (idem.Record, idem.Txn[pgx.Tx], error) {
+	if s.pool == nil && s.conn == nil {
+		rec, err := s.Lookup(ctx, id)
+		return rec, nil, err
+	}
+	turn, ok := s.tryTurn()
+	if !ok {
+		rec, err := s.Lookup(ctx, id)
+		return rec, nil, err
+	}
+	conn, err := s.acquireWith(ctx, turn)
+	if err != nil {
+		return idem.Record{}, nil, classify("lookup key", err)
+	}
+	t := &claimed{
+		c: conn, tx: &lazyTx{conn: conn.conn}, lock: lockID(id), timeout: s.acquireTimeout,
+		row: dbsqlc.StoreResponseParams{
+			Scope: id.Scope, Operation: id.Operation, Key: id.Key, Fingerprint: c.Fingerprint,
+			Attempt: 1, Generation: 1, TtlMs: c.TTL.Milliseconds(),
+		},
+	}
+	row, err := dbsqlc.New(conn.conn).LookupKey(ctx, lookupParams(id, true, c.Lease))
+	if err != nil {
+		// The statement may have taken the lock before it failed.
+		_ = t.free(ctx)
+		return idem.Record{}, nil, classify("lookup key", err)
+	}
+	if !row.Claimed {
+		conn.release()
+		rec, err := record(row)
+		return rec, nil, err
+	}
+	return idem.Record{}, t, nil
+}
+
+// claimed is an atomic attempt whose lookup claimed its key: its session
+// holds the key's advisory lock until the attempt ends.
+type claimed struct {
+	c       attemptConn
+	tx      *lazyTx
+	lock    int64
+	row     dbsqlc.StoreResponseParams // the key's row, less its response
+	timeout time.Duration              // bounds giving the key back after an error
+}
+
+func (t *claimed) Tx() pgx.Tx { return ownedTx{t.tx} }
+
+// Complete writes the key's row with the response and commits it with the
+// handler's writes, releasing the key, in one round trip. A handler that
+// ran no statement began no transaction: the row is then written on its
+// own.
+func (t *claimed) Complete(ctx context.Context, r *idem.Response) error {
+	if t.c.conn.PgConn().TxStatus() == 'E' {
+		_ = t.free(ctx)
+		return fmt.Errorf("pgstore: store response: the transaction was aborted by an earlier error, so it was rolled back: %w", pgx.ErrTxCommitRollback)
+	}
+	headers, err := json.Marshal(r.Header)
+	if err != nil {
+		_ = t.free(ctx)
+		return fmt.Errorf("pgstore: encode response headers: %w", err)
+	}
+	row := t.row
+	row.ResponseStatus, row.ResponseHeaders, row.ResponseBody = pgtype.Int4{Int32: int32(r.Status), Valid: true}, headers, r.Body
+	store := capture(func(q *dbsqlc.Queries) error { return q.StoreResponse(ctx, row) })
+	release := t.release(ctx)
+	inTx := t.tx.begun
+
+	b := &pgx.Batch{}
+	b.Queue(store.sql, store.args...)
+	if inTx {
+		b.Queue("COMMIT")
+	}
+	b.Queue(release.sql, release.args...)
+	br := t.c.conn.SendBatch(ctx, b)
+	_, err = br.Exec()
+	commitTag := pgconn.NewCommandTag("COMMIT")
+	if err == nil && inTx {
+		commitTag, err = br.Exec()
+	}
+	if err != nil {
+		_ = br.Close()
+		// Everything was sent: a lost connection leaves the outcome unknown.
+		err = commitError("store response", err)
+		_ = t.free(ctx)
+		return err
+	}
+	// The row is committed; only the key's release remains to confirm.
+	var released bool
+	rerr := br.QueryRow().Scan(&released)
+	if cerr := br.Close(); rerr == nil {
+		rerr = cerr
+	}
+	if rerr != nil || !released {
+		// A session lock must not outlive its attempt on a pooled
+		// connection: closing it ends the session, and the lock with it.
+		_ = t.c.conn.Close(context.WithoutCancel(ctx))
+	}
+	t.c.release()
+	if commitTag.String() != "COMMIT" {
+		return fmt.Errorf("pgstore: store response: the transaction was aborted by an earlier error, so COMMIT rolled it back: %w", pgx.ErrTxCommitRollback)
+	}
+	return nil
+}
+
+// Abort rolls the handler's writes back and releases the key. When the
+// attempt's connection was lost, PostgreSQL has done both already, and the
+// error says so by matching idem.ErrStoreUnavailable.
+func (t *claimed) Abort(ctx context.Context) error {
+	lost := t.c.conn.IsClosed()
+	err := t.free(ctx)
+	if lost || (err != nil && unavailable(err)) {
+		return fmt.Errorf("pgstore: the attempt's connection was lost, so PostgreSQL rolled its transaction back: %w", idem.ErrStoreUnavailable)
+	}
+	if err != nil {
+		return classify("roll back attempt", err)
+	}
+	return nil
+}
+
+// release is the statement that gives the key's lock back.
+func (t *claimed) release(ctx context.Context) statement {
+	return capture(func(q *dbsqlc.Queries) error {
+		_, err := q.ReleaseClaim(ctx, t.lock)
+		return err
+	})
+}
+
+// free rolls back the transaction if one is open and gives the key's lock
+// back, in one round trip, then the connection. When any of that fails the
+// connection is closed instead, which ends its session and so the lock.
+func (t *claimed) free(ctx context.Context) error {
+	defer t.c.release()
+	conn := t.c.conn
+	if conn.IsClosed() {
+		return pgconn.ErrConnClosed
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.timeout)
+	defer cancel()
+	release := t.release(ctx)
+	b := &pgx.Batch{}
+	rollback := conn.PgConn().TxStatus() != 'I'
+	if rollback {
+		b.Queue("ROLLBACK")
+	}
+	b.Queue(release.sql, release.args...)
+	br := conn.SendBatch(ctx, b)
+	var err error
+	if rollback {
+		_, err = br.Exec()
+	}
+	var released bool
+	if err == nil {
+		err = br.QueryRow().Scan(&released)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && !released {
+		err = errors.New("pgstore: the attempt's session no longer held the key's lock")
+	}
+	if err != nil {
+		_ = conn.Close(ctx)
+	}
+	return err
+}
