@@ -94,6 +94,21 @@ func TestRoundTripBudget(t *testing.T) {
 		t.Errorf("replay and 422 touched the row: xmin/xmax %s/%s -> %s/%s", xmin1, xmax1, xmin2, xmax2)
 	}
 
+	// Behind a pooler in transaction mode a claim stays inside its
+	// transaction: BEGIN with the claim, a round trip more.
+	pooled := idem.NewEngine(pgstore.New(pool, pgstore.Options{TransactionPooling: true}), idem.Options{})
+	var resp *idem.Response
+	for _, key := range []string{"pooled-warm", "pooled"} { // the first also reads the derived-key secret
+		trace.take()
+		r := httptest.NewRequest("POST", "/orders", nil)
+		r.Header.Set(idem.HeaderKey, key)
+		var err error
+		if resp, err = pooled.Serve(idem.WithRequest(ctx, r), op, []byte("fp"), handler); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("first execution, TransactionPooling", 201, []string{"select", "begin+select", "insert", "insert+commit"}, resp)
+
 	held, err := pgstore.New(pool, pgstore.Options{}).Claim(ctx, idem.ID{Operation: "createOrder", Key: "k2"}, idem.Claim{Fingerprint: []byte("fp"), TTL: time.Hour, Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)

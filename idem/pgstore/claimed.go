@@ -25,15 +25,16 @@ var _ idem.LookupClaimer[pgx.Tx] = (*Store)(nil)
 // and the lock's release sent together, so a first execution costs two
 // round trips besides its handler's.
 //
-// A lookup that finds a row, a held key, a store on neither a pool nor a
-// connection, or no free turn within AttemptConns (which a lookup must not
-// wait for) only reads.
+// A lookup that finds a row or a held key only reads; so does one on a
+// store on neither a pool nor a connection, one with TransactionPooling,
+// and one that finds no turn within AttemptConns free in lookupTurnWait,
+// since replays must not queue behind running attempts.
 func (s *Store) LookupClaim(ctx context.Context, id idem.ID, c idem.Claim) (idem.Record, idem.Txn[pgx.Tx], error) {
-	if s.pool == nil && s.conn == nil {
+	if (s.pool == nil && s.conn == nil) || s.txClaims.Load() {
 		rec, err := s.Lookup(ctx, id)
 		return rec, nil, err
 	}
-	turn, ok := s.tryTurn()
+	turn, ok := s.turnWithin(ctx, lookupTurnWait)
 	if !ok {
 		rec, err := s.Lookup(ctx, id)
 		return rec, nil, err
@@ -43,7 +44,7 @@ func (s *Store) LookupClaim(ctx context.Context, id idem.ID, c idem.Claim) (idem
 		return idem.Record{}, nil, classify("lookup key", err)
 	}
 	t := &claimed{
-		c: conn, tx: &lazyTx{conn: conn.conn}, lock: lockID(id), timeout: s.acquireTimeout,
+		s: s, c: conn, tx: &lazyTx{conn: conn.conn}, lock: lockID(id),
 		row: dbsqlc.StoreResponseParams{
 			Scope: id.Scope, Operation: id.Operation, Key: id.Key, Fingerprint: c.Fingerprint,
 			Attempt: 1, Generation: 1, TtlMs: c.TTL.Milliseconds(),
@@ -52,7 +53,7 @@ func (s *Store) LookupClaim(ctx context.Context, id idem.ID, c idem.Claim) (idem
 	row, err := dbsqlc.New(conn.conn).LookupKey(ctx, lookupParams(id, true, c.Lease))
 	if err != nil {
 		// The statement may have taken the lock before it failed.
-		_ = t.free(ctx)
+		_ = t.free(ctx, false)
 		return idem.Record{}, nil, classify("lookup key", err)
 	}
 	if !row.Claimed {
@@ -63,14 +64,20 @@ func (s *Store) LookupClaim(ctx context.Context, id idem.ID, c idem.Claim) (idem
 	return idem.Record{}, t, nil
 }
 
+// lookupTurnWait bounds how long a lookup waits for an attempt's turn
+// within AttemptConns before it settles for only reading: long enough for
+// a turn to come free between attempts when the store is busy, short
+// enough that a replay behind long-running attempts hardly notices.
+const lookupTurnWait = 20 * time.Millisecond
+
 // claimed is an atomic attempt whose lookup claimed its key: its session
 // holds the key's advisory lock until the attempt ends.
 type claimed struct {
-	c       attemptConn
-	tx      *lazyTx
-	lock    int64
-	row     dbsqlc.StoreResponseParams // the key's row, less its response
-	timeout time.Duration              // bounds giving the key back after an error
+	s    *Store
+	c    attemptConn
+	tx   *lazyTx
+	lock int64
+	row  dbsqlc.StoreResponseParams // the key's row, less its response
 }
 
 func (t *claimed) Tx() pgx.Tx { return ownedTx{t.tx} }
@@ -81,12 +88,12 @@ func (t *claimed) Tx() pgx.Tx { return ownedTx{t.tx} }
 // own.
 func (t *claimed) Complete(ctx context.Context, r *idem.Response) error {
 	if t.c.conn.PgConn().TxStatus() == 'E' {
-		_ = t.free(ctx)
+		_ = t.free(ctx, true)
 		return fmt.Errorf("pgstore: store response: the transaction was aborted by an earlier error, so it was rolled back: %w", pgx.ErrTxCommitRollback)
 	}
 	headers, err := json.Marshal(r.Header)
 	if err != nil {
-		_ = t.free(ctx)
+		_ = t.free(ctx, true)
 		return fmt.Errorf("pgstore: encode response headers: %w", err)
 	}
 	row := t.row
@@ -111,7 +118,7 @@ func (t *claimed) Complete(ctx context.Context, r *idem.Response) error {
 		_ = br.Close()
 		// Everything was sent: a lost connection leaves the outcome unknown.
 		err = commitError("store response", err)
-		_ = t.free(ctx)
+		_ = t.free(ctx, true)
 		return err
 	}
 	// The row is committed; only the key's release remains to confirm.
@@ -125,6 +132,9 @@ func (t *claimed) Complete(ctx context.Context, r *idem.Response) error {
 		// connection: closing it ends the session, and the lock with it.
 		_ = t.c.conn.Close(context.WithoutCancel(ctx))
 	}
+	if rerr == nil && !released {
+		t.s.poolerNoticed(t.row)
+	}
 	t.c.release()
 	if commitTag.String() != "COMMIT" {
 		return fmt.Errorf("pgstore: store response: the transaction was aborted by an earlier error, so COMMIT rolled it back: %w", pgx.ErrTxCommitRollback)
@@ -137,7 +147,7 @@ func (t *claimed) Complete(ctx context.Context, r *idem.Response) error {
 // error says so by matching idem.ErrStoreUnavailable.
 func (t *claimed) Abort(ctx context.Context) error {
 	lost := t.c.conn.IsClosed()
-	err := t.free(ctx)
+	err := t.free(ctx, true)
 	if lost || (err != nil && unavailable(err)) {
 		return fmt.Errorf("pgstore: the attempt's connection was lost, so PostgreSQL rolled its transaction back: %w", idem.ErrStoreUnavailable)
 	}
@@ -158,13 +168,15 @@ func (t *claimed) release(ctx context.Context) statement {
 // free rolls back the transaction if one is open and gives the key's lock
 // back, in one round trip, then the connection. When any of that fails the
 // connection is closed instead, which ends its session and so the lock.
-func (t *claimed) free(ctx context.Context) error {
+// made says the claim was made for sure, not only perhaps by a statement
+// that failed: a release that finds no claim then means a pooler.
+func (t *claimed) free(ctx context.Context, made bool) error {
 	defer t.c.release()
 	conn := t.c.conn
 	if conn.IsClosed() {
 		return pgconn.ErrConnClosed
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.s.acquireTimeout)
 	defer cancel()
 	release := t.release(ctx)
 	b := &pgx.Batch{}
@@ -185,6 +197,9 @@ func (t *claimed) free(ctx context.Context) error {
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil && !released && made {
+		t.s.poolerNoticed(t.row)
+	}
 	if err == nil && !released {
 		err = errors.New("pgstore: the attempt's session no longer held the key's lock")
 	}
@@ -192,4 +207,17 @@ func (t *claimed) free(ctx context.Context) error {
 		_ = conn.Close(ctx)
 	}
 	return err
+}
+
+// poolerNoticed handles a claim whose release reached a session that did
+// not make it: a pooler in transaction mode (see
+// Options.TransactionPooling). From now on the store's claims stay within
+// transactions.
+func (s *Store) poolerNoticed(row dbsqlc.StoreResponseParams) {
+	if s.txClaims.Swap(true) {
+		return
+	}
+	s.log.Error("pgstore: a key's claim and its release ran on different database sessions, as behind a pooler in transaction mode (PgBouncer pool_mode = transaction); "+
+		"claims now use transaction-scoped locks. Set pgstore.Options.TransactionPooling to start that way: until the session that took this claim ends or sits idle for the operation's lease, the key reads as in use",
+		"operation", row.Operation, "scope", row.Scope)
 }

@@ -27,10 +27,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
@@ -60,6 +62,19 @@ type Options struct {
 	// for a turn within AttemptConns, before it is answered 503 with
 	// Retry-After instead of queueing on. Zero means 3s.
 	AcquireTimeout time.Duration
+	// TransactionPooling must be set when the connections go through a
+	// pooler that hands each transaction to any server session, such as
+	// PgBouncer with pool_mode = transaction. A first execution's lookup
+	// then claims nothing, and its claim is a transaction-scoped lock sent
+	// with BEGIN: one round trip more. Without it, the lookup claims a
+	// free key with a session-level lock, which such a pooler would leave
+	// on a server session that other clients go on using. The store
+	// notices that when the lock's release reaches another session than
+	// its claim: it logs an error naming this option and claims as if it
+	// were set from then on.
+	TransactionPooling bool
+	// Logger receives that error; nil uses slog.Default().
+	Logger *slog.Logger
 }
 
 // Store is the PostgreSQL key store. Its attempts hand handlers a pgx.Tx.
@@ -70,6 +85,10 @@ type Store struct {
 	q              *dbsqlc.Queries
 	slots          chan struct{} // AttemptConns; nil for no bound
 	acquireTimeout time.Duration
+	log            *slog.Logger
+	// txClaims: lookups claim nothing (Options.TransactionPooling, or a
+	// pooler noticed).
+	txClaims atomic.Bool
 }
 
 var _ idem.Store[pgx.Tx] = (*Store)(nil)
@@ -77,7 +96,11 @@ var _ idem.Phase[pgx.Tx] = (*txn)(nil)
 
 // New returns a store on db. The table must exist: see Migrate and Check.
 func New(db DB, opts Options) *Store {
-	s := &Store{db: db, q: dbsqlc.New(db), acquireTimeout: opts.AcquireTimeout}
+	s := &Store{db: db, q: dbsqlc.New(db), acquireTimeout: opts.AcquireTimeout, log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.txClaims.Store(opts.TransactionPooling)
 	if s.acquireTimeout <= 0 {
 		s.acquireTimeout = 3 * time.Second
 	}
@@ -181,7 +204,7 @@ func lookupParams(id idem.ID, claim bool, lease time.Duration) dbsqlc.LookupKeyP
 
 // record is what a lookup's row reports.
 func record(row dbsqlc.LookupKeyRow) (idem.Record, error) {
-	rec := idem.Record{Held: row.Held.Bool, Found: row.Found}
+	rec := idem.Record{Held: row.Held, Found: row.Found}
 	if !row.Found {
 		return rec, nil
 	}

@@ -170,15 +170,23 @@ func (s *Store) acquireWith(ctx context.Context, turn func()) (attemptConn, erro
 	return attemptConn{conn: pc.Conn(), release: func() { once.Do(func() { pc.Release(); turn() }) }}, nil
 }
 
-// tryTurn takes a turn within AttemptConns if one is free now.
-func (s *Store) tryTurn() (func(), bool) {
+// turnWithin takes a turn within AttemptConns if one comes free within d.
+func (s *Store) turnWithin(ctx context.Context, d time.Duration) (func(), bool) {
 	if s.slots == nil {
 		return func() {}, true
 	}
 	select {
 	case s.slots <- struct{}{}:
 	default:
-		return nil, false
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case s.slots <- struct{}{}:
+		case <-t.C:
+			return nil, false
+		case <-ctx.Done():
+			return nil, false
+		}
 	}
 	var once sync.Once
 	return func() { once.Do(func() { <-s.slots }) }, true

@@ -363,7 +363,8 @@ func (q *Queries) ListAbandoned(ctx context.Context, arg ListAbandonedParams) ([
 const lookupKey = `-- name: LookupKey :one
 
 SELECT
-    NOT pg_try_advisory_xact_lock_shared($1::bigint) AS held,
+    (NOT pg_try_advisory_xact_lock_shared($1::bigint)
+     OR coalesce(current_setting('idemgen.claim', true), '') = $1::bigint::text)::boolean AS held,
     (CASE WHEN k.scope IS NULL AND $2::boolean
           THEN idemgen_try_claim($1::bigint, $3::bigint,
                                  $4::text, $5::text, $6::text)
@@ -394,7 +395,7 @@ type LookupKeyParams struct {
 }
 
 type LookupKeyRow struct {
-	Held            pgtype.Bool
+	Held            bool
 	Claimed         bool
 	Found           bool
 	Fingerprint     []byte
@@ -415,9 +416,10 @@ type LookupKeyRow struct {
 // reports facts and the engine decides. held is true while a claimant holds
 // the key's advisory lock, which is how an atomic attempt, whose row is not
 // yet committed, is seen as in flight. The shared lock taken here lasts
-// only for this statement. With claim, a key without a row is also claimed
-// for an atomic attempt when it is free (claimed; see idemgen_try_claim in
-// migration 0005): the session then holds the key's lock.
+// only for this statement; a session left holding the key's claim by a
+// pooler reads it as held too (see migration 0005). With claim, a key
+// without a row is also claimed for an atomic attempt when it is free
+// (claimed; idemgen_try_claim): the session then holds the key's lock.
 func (q *Queries) LookupKey(ctx context.Context, arg LookupKeyParams) (LookupKeyRow, error) {
 	row := q.db.QueryRow(ctx, lookupKey,
 		arg.LockID,

@@ -10,11 +10,13 @@
 -- reports facts and the engine decides. held is true while a claimant holds
 -- the key's advisory lock, which is how an atomic attempt, whose row is not
 -- yet committed, is seen as in flight. The shared lock taken here lasts
--- only for this statement. With claim, a key without a row is also claimed
--- for an atomic attempt when it is free (claimed; see idemgen_try_claim in
--- migration 0005): the session then holds the key's lock.
+-- only for this statement; a session left holding the key's claim by a
+-- pooler reads it as held too (see migration 0005). With claim, a key
+-- without a row is also claimed for an atomic attempt when it is free
+-- (claimed; idemgen_try_claim): the session then holds the key's lock.
 SELECT
-    NOT pg_try_advisory_xact_lock_shared(sqlc.arg(lock_id)::bigint) AS held,
+    (NOT pg_try_advisory_xact_lock_shared(sqlc.arg(lock_id)::bigint)
+     OR coalesce(current_setting('idemgen.claim', true), '') = sqlc.arg(lock_id)::bigint::text)::boolean AS held,
     (CASE WHEN k.scope IS NULL AND sqlc.arg(claim)::boolean
           THEN idemgen_try_claim(sqlc.arg(lock_id)::bigint, sqlc.arg(idle_timeout_ms)::bigint,
                                  sqlc.arg(scope)::text, sqlc.arg(operation)::text, sqlc.arg(key)::text)
