@@ -81,7 +81,7 @@ func (f *fixtures) scenario(name string) *scenario {
 	case "atomic-first":
 		return &scenario{
 			name:   name,
-			about:  "POST /orders with a fresh key: lookup; BEGIN with the claim; the insert; the key row with COMMIT",
+			about:  "POST /orders with a fresh key: the lookup, which claims; BEGIN with the insert; the key row with COMMIT and the release",
 			expect: []outcome{outFirst},
 			next: func(c *client) request {
 				return request{path: "/orders", key: c.freshKey("a"), body: orderBody}

@@ -43,23 +43,25 @@ func (s *Store) LookupClaim(ctx context.Context, id idem.ID, c idem.Claim) (idem
 	if err != nil {
 		return idem.Record{}, nil, classify("lookup key", err)
 	}
-	t := &claimed{
-		s: s, c: conn, tx: &lazyTx{conn: conn.conn}, lock: lockID(id),
-		row: dbsqlc.StoreResponseParams{
-			Scope: id.Scope, Operation: id.Operation, Key: id.Key, Fingerprint: c.Fingerprint,
-			Attempt: 1, Generation: 1, TtlMs: c.TTL.Milliseconds(),
-		},
-	}
-	row, err := dbsqlc.New(conn.conn).LookupKey(ctx, lookupParams(id, true, c.Lease))
+	params := lookupParams(id, true, c.Lease)
+	lock := params.LockID
+	row, err := dbsqlc.New(conn.conn).LookupKey(ctx, params)
 	if err != nil {
 		// The statement may have taken the lock before it failed.
-		_ = t.free(ctx, false)
+		_ = (&claimed{s: s, c: conn, lock: lock}).free(ctx, false)
 		return idem.Record{}, nil, classify("lookup key", err)
 	}
 	if !row.Claimed {
 		conn.release()
 		rec, err := record(row)
 		return rec, nil, err
+	}
+	t := &claimed{
+		s: s, c: conn, tx: &lazyTx{conn: conn.conn}, lock: lock,
+		row: dbsqlc.StoreResponseParams{
+			Scope: id.Scope, Operation: id.Operation, Key: id.Key, Fingerprint: c.Fingerprint,
+			Attempt: 1, Generation: 1, TtlMs: c.TTL.Milliseconds(),
+		},
 	}
 	return idem.Record{}, t, nil
 }

@@ -364,7 +364,7 @@ const lookupKey = `-- name: LookupKey :one
 
 SELECT
     (NOT pg_try_advisory_xact_lock_shared($1::bigint)
-     OR coalesce(current_setting('idemgen.claim', true), '') = $1::bigint::text)::boolean AS held,
+     OR (k.scope IS NULL AND coalesce(current_setting('idemgen.claim', true), '') = $1::bigint::text))::boolean AS held,
     (CASE WHEN k.scope IS NULL AND $2::boolean
           THEN idemgen_try_claim($1::bigint, $3::bigint,
                                  $4::text, $5::text, $6::text)

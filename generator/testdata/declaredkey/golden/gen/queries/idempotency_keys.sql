@@ -16,7 +16,7 @@
 -- (claimed; idemgen_try_claim): the session then holds the key's lock.
 SELECT
     (NOT pg_try_advisory_xact_lock_shared(sqlc.arg(lock_id)::bigint)
-     OR coalesce(current_setting('idemgen.claim', true), '') = sqlc.arg(lock_id)::bigint::text)::boolean AS held,
+     OR (k.scope IS NULL AND coalesce(current_setting('idemgen.claim', true), '') = sqlc.arg(lock_id)::bigint::text))::boolean AS held,
     (CASE WHEN k.scope IS NULL AND sqlc.arg(claim)::boolean
           THEN idemgen_try_claim(sqlc.arg(lock_id)::bigint, sqlc.arg(idle_timeout_ms)::bigint,
                                  sqlc.arg(scope)::text, sqlc.arg(operation)::text, sqlc.arg(key)::text)
