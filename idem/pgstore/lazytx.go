@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // lazyTx is an attempt's transaction that begins with the handler's first
@@ -81,7 +82,7 @@ func (t *lazyTx) sendWithBegin(ctx context.Context, b *pgx.Batch) pgx.BatchResul
 func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if t.begun || hasQueryOptions(args) {
 		if err := t.begin(ctx); err != nil {
-			return nil, err
+			return errRows{err: err, m: t.conn.TypeMap()}, err
 		}
 		return t.conn.Query(ctx, sql, args...)
 	}
@@ -222,3 +223,21 @@ func (r *row) Scan(dest ...any) error {
 	rows.Close()
 	return rows.Err()
 }
+
+// errRows are the rows of a query that could not be sent, since pgx's
+// callers may read rows before checking the error.
+type errRows struct {
+	err error
+	m   *pgtype.Map
+}
+
+func (r errRows) Close()                                       {}
+func (r errRows) Err() error                                   { return r.err }
+func (r errRows) CommandTag() pgconn.CommandTag                { return pgconn.CommandTag{} }
+func (r errRows) FieldDescriptions() []pgconn.FieldDescription { return nil }
+func (r errRows) Next() bool                                   { return false }
+func (r errRows) Scan(...any) error                            { return r.err }
+func (r errRows) Values() ([]any, error)                       { return nil, r.err }
+func (r errRows) RawValues() [][]byte                          { return nil }
+func (r errRows) Conn() *pgx.Conn                              { return nil }
+func (r errRows) TypeMap() *pgtype.Map                         { return r.m }

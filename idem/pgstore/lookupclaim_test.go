@@ -369,3 +369,36 @@ func TestLookupClaimIdleHolderIsEnded(t *testing.T) {
 		t.Fatalf("stored response = %+v, %v; want the second attempt's 201", rec, err)
 	}
 }
+
+// A handler whose first query cannot begin the transaction, its session
+// gone, reads the error from the rows, as pgx lets callers do, and the
+// attempt ends as one whose database went away.
+func TestLookupClaimedQueryOnLostSession(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, nil)
+	s := pgstore.New(pool, pgstore.Options{})
+	_, txn, err := s.LookupClaim(ctx, idem.ID{Operation: "createOrder", Key: "k"}, claim)
+	if err != nil || txn == nil {
+		t.Fatalf("LookupClaim = %v, %v", txn, err)
+	}
+	pid := txn.Tx().Conn().PgConn().PID()
+	if _, err := pool.Exec(ctx, `SELECT pg_terminate_backend($1, 10000)`, pid); err != nil { // waits until it has ended
+		t.Fatal(err)
+	}
+	for _, mode := range []any{pgx.QueryExecModeExec, nil} {
+		args := []any{}
+		if mode != nil {
+			args = append(args, mode)
+		}
+		rows, _ := txn.Tx().Query(ctx, `SELECT 1`, args...)
+		if _, err := pgx.CollectRows(rows, pgx.RowTo[int]); err == nil {
+			t.Fatalf("a query on a terminated session (options %v) succeeded", args)
+		}
+	}
+	if err := txn.Abort(ctx); !errors.Is(err, idem.ErrStoreUnavailable) {
+		t.Fatalf("Abort = %v, want ErrStoreUnavailable", err)
+	}
+	if n := advisoryLocks(t, pool); n != 0 {
+		t.Fatalf("%d advisory locks held, want 0", n)
+	}
+}
