@@ -34,8 +34,8 @@ func (s *Store) LookupClaim(ctx context.Context, id idem.ID, c idem.Claim) (idem
 		rec, err := s.Lookup(ctx, id)
 		return rec, nil, err
 	}
-	turn, ok := s.turnWithin(ctx, lookupTurnWait)
-	if !ok {
+	turn, err := s.turnWithin(ctx, lookupTurnWait)
+	if err != nil {
 		rec, err := s.Lookup(ctx, id)
 		return rec, nil, err
 	}

@@ -31,7 +31,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -154,19 +153,9 @@ func (s *Store) read(ctx context.Context, f func(q *dbsqlc.Queries) error) error
 // begin starts a transaction for an attempt or phase within the
 // AttemptConns budget; release gives the turn back once it ends.
 func (s *Store) begin(ctx context.Context) (tx pgx.Tx, release func(), err error) {
-	release = func() {}
-	if s.slots != nil {
-		t := time.NewTimer(s.acquireTimeout)
-		defer t.Stop()
-		select {
-		case s.slots <- struct{}{}:
-		case <-t.C:
-			return nil, nil, ErrNoConnection
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		}
-		var once sync.Once
-		release = func() { once.Do(func() { <-s.slots }) }
+	release, err = s.turn(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
 	bctx, cancel := context.WithTimeout(ctx, s.acquireTimeout)
 	defer cancel()

@@ -170,10 +170,17 @@ func (s *Store) acquireWith(ctx context.Context, turn func()) (attemptConn, erro
 	return attemptConn{conn: pc.Conn(), release: func() { once.Do(func() { pc.Release(); turn() }) }}, nil
 }
 
-// turnWithin takes a turn within AttemptConns if one comes free within d.
-func (s *Store) turnWithin(ctx context.Context, d time.Duration) (func(), bool) {
+// turn waits for a turn within AttemptConns for up to the AcquireTimeout;
+// the function it returns gives it back, once.
+func (s *Store) turn(ctx context.Context) (func(), error) {
+	return s.turnWithin(ctx, s.acquireTimeout)
+}
+
+// turnWithin waits for a turn for up to d, failing with ErrNoConnection
+// when none comes free.
+func (s *Store) turnWithin(ctx context.Context, d time.Duration) (func(), error) {
 	if s.slots == nil {
-		return func() {}, true
+		return func() {}, nil
 	}
 	select {
 	case s.slots <- struct{}{}:
@@ -183,29 +190,10 @@ func (s *Store) turnWithin(ctx context.Context, d time.Duration) (func(), bool) 
 		select {
 		case s.slots <- struct{}{}:
 		case <-t.C:
-			return nil, false
+			return nil, ErrNoConnection
 		case <-ctx.Done():
-			return nil, false
+			return nil, ctx.Err()
 		}
-	}
-	var once sync.Once
-	return func() { once.Do(func() { <-s.slots }) }, true
-}
-
-// turn waits for a turn within AttemptConns; the function it returns
-// gives it back, once.
-func (s *Store) turn(ctx context.Context) (func(), error) {
-	if s.slots == nil {
-		return func() {}, nil
-	}
-	t := time.NewTimer(s.acquireTimeout)
-	defer t.Stop()
-	select {
-	case s.slots <- struct{}{}:
-	case <-t.C:
-		return nil, ErrNoConnection
-	case <-ctx.Done():
-		return nil, ctx.Err()
 	}
 	var once sync.Once
 	return func() { once.Do(func() { <-s.slots }) }, nil
