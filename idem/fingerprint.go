@@ -1,19 +1,14 @@
 package idem
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 )
 
 // Params holds an operation's path, query or header parameters, by their
@@ -50,20 +45,14 @@ func Fingerprint(operation string, path, query, header Params, body any, exclude
 			}
 		}
 	}
-	h := sha256.New()
-	w := hashWriters.Get().(*bufio.Writer)
-	defer hashWriters.Put(w)
-	w.Reset(h)
-	writeCanonical(w, v)
-	if err := w.Flush(); err != nil { // a hash never fails to write
+	w := NewCanonicalWriter()
+	w.decoded(v)
+	sum, err := w.Sum()
+	if err != nil {
 		return nil, fmt.Errorf("fingerprint %s: %w", operation, err)
 	}
-	return h.Sum(nil), nil
+	return sum, nil
 }
-
-// hashWriters buffer the canonical form on its way into the hash, a few
-// KiB at a time whatever the body's size.
-var hashWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
 
 // Canonical rewrites a JSON document in canonical form: object keys sorted,
 // no insignificant whitespace, numbers in one spelling (1, 1.0 and 1e0 are
@@ -74,9 +63,9 @@ func Canonical(data []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	writeCanonical(&buf, v)
-	return buf.Bytes(), nil
+	w := CanonicalWriter{} // no hash: the bytes stay in w.buf
+	w.decoded(v)
+	return w.buf, nil
 }
 
 func decodeJSON(data []byte) (any, error) {
@@ -90,58 +79,6 @@ func decodeJSON(data []byte) (any, error) {
 		return nil, fmt.Errorf("canonical JSON: data after the top-level value")
 	}
 	return v, nil
-}
-
-// canonicalWriter is where writeCanonical writes: a buffer, or a hash
-// through a bufio.Writer, so that a large body is hashed without its
-// canonical form held whole.
-type canonicalWriter interface {
-	io.Writer
-	io.ByteWriter
-	io.StringWriter
-}
-
-func writeCanonical(buf canonicalWriter, v any) {
-	switch v := v.(type) {
-	case nil:
-		buf.WriteString("null")
-	case bool:
-		buf.WriteString(strconv.FormatBool(v))
-	case json.Number:
-		buf.WriteString(canonicalNumber(string(v)))
-	case string:
-		writeString(buf, v)
-	case []any:
-		buf.WriteByte('[')
-		for i, e := range v {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			writeCanonical(buf, e)
-		}
-		buf.WriteByte(']')
-	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		buf.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			writeString(buf, k)
-			buf.WriteByte(':')
-			writeCanonical(buf, v[k])
-		}
-		buf.WriteByte('}')
-	}
-}
-
-func writeString(buf canonicalWriter, s string) {
-	b, _ := json.Marshal(s) // a string always encodes
-	buf.Write(b)
 }
 
 // canonicalNumber spells a JSON number the way encoding/json spells a
