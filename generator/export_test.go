@@ -1,6 +1,10 @@
 package generator
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // ClientCode exposes clientCode to the tests of the augmented spec.
 var ClientCode = clientCode
@@ -9,4 +13,51 @@ var ClientCode = clientCode
 func WithClock(m Migrations, now func() time.Time) Migrations {
 	m.now = now
 	return m
+}
+
+// FingerprintCheck is one annotated operation's fingerprint, two ways.
+type FingerprintCheck struct {
+	GoName string // the request object is GoName + "RequestObject"
+	// Writer calls the generated writer; Reference calls idem.Fingerprint
+	// as the generated code did before it had writers. Both are
+	// expressions over ctx, request and, for multipart bodies,
+	// multipartParts.
+	Writer, Reference string
+	Multipart         bool
+}
+
+// FingerprintChecks lists res's annotated operations.
+func FingerprintChecks(res *Result) []FingerprintCheck {
+	var checks []FingerprintCheck
+	for _, op := range res.model.Operations {
+		if !op.Idempotent {
+			continue
+		}
+		src := op.Fingerprint
+		body := "nil"
+		switch {
+		case len(src.Body) == 1 && src.Body[0].Name == "":
+			body = src.Body[0].Expr
+		case len(src.Body) > 0:
+			body = paramsLiteral(src.Body)
+		}
+		exclude := "nil"
+		if len(src.Exclude) > 0 {
+			exclude = fmt.Sprintf("%#v", src.Exclude)
+		}
+		ref := fmt.Sprintf("idem.Fingerprint(%q, %s, %s, %s, %s, %s)", op.Name, paramsLiteral(src.Path), paramsLiteral(src.Query), paramsLiteral(src.Header), body, exclude)
+		checks = append(checks, FingerprintCheck{GoName: op.GoName, Writer: op.FingerprintCall, Reference: ref, Multipart: op.Multipart != ""})
+	}
+	return checks
+}
+
+func paramsLiteral(parts []fingerprintPart) string {
+	if len(parts) == 0 {
+		return "nil"
+	}
+	var kv []string
+	for _, p := range parts {
+		kv = append(kv, fmt.Sprintf("%q: %s", p.Name, p.Expr))
+	}
+	return "idem.Params{" + strings.Join(kv, ", ") + "}"
 }

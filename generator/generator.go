@@ -38,6 +38,8 @@ type Result struct {
 	// Warnings are problems that do not stop generation, each
 	// "file:line:col: warning: ...", in the order of the spec's text.
 	Warnings []string
+
+	model *model // for the tests of the fingerprint writers
 }
 
 var tmpl = template.Must(template.New("").ParseFS(templates.FS, "*.tmpl"))
@@ -64,6 +66,9 @@ func Generate(cfg *Config) (*Result, error) {
 	if err := checkNames(specPath, oapi.src, m); err != nil {
 		return nil, err
 	}
+	if err := writeFingerprints(oapi.src, m); err != nil {
+		return nil, err
+	}
 	mount, err := render(mountTemplate(cfg.Server), m)
 	if err != nil {
 		return nil, err
@@ -73,7 +78,7 @@ func Generate(cfg *Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Operations: len(m.Operations), Warnings: m.Warnings}
+	res := &Result{Operations: len(m.Operations), Warnings: m.Warnings, model: m}
 	for _, op := range m.Operations {
 		if op.Idempotent {
 			res.Idempotent++

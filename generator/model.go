@@ -34,6 +34,8 @@ type model struct {
 	// Mount is the server kind's code that builds the http.Handler,
 	// rendered from mount-<kind>.go.tmpl.
 	Mount string
+	// Fingerprints is the source of the fingerprint writers.
+	Fingerprints string
 	// ScopePanic is the message NewIdempotentStrictServer panics with
 	// when an operation's spec says idem.Options.Scope scopes its keys
 	// and it is nil; "" when no operation says so.
@@ -68,8 +70,10 @@ type operation struct {
 	// ScopeDoc describes the scope for the interface's comment; "" when
 	// the spec sets none.
 	ScopeDoc string
-	// Go expressions for the fingerprint's parts.
-	PathParams, QueryParams, HeaderParams, Body string
+	// Fingerprint is what the operation's fingerprint is made of, and
+	// FingerprintCall the call of its writer (see canonical.go).
+	Fingerprint     fingerprintSource
+	FingerprintCall string
 	// Multipart is the request field holding a multipart body, read
 	// before the fingerprint; "" when there is none.
 	Multipart string
@@ -225,9 +229,9 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	if err != nil {
 		return err
 	}
-	op.PathParams = paramsExpr(d.PathParams, "request.", excluded)
-	op.QueryParams = paramsExpr(d.QueryParams, "request.Params.", excluded)
-	op.HeaderParams = paramsExpr(d.HeaderParams, "request.Params.", excluded)
+	op.Fingerprint.Path = paramParts(d.PathParams, "request.", excluded)
+	op.Fingerprint.Query = paramParts(d.QueryParams, "request.Params.", excluded)
+	op.Fingerprint.Header = paramParts(d.HeaderParams, "request.Params.", excluded)
 
 	jsonSchema, body, tags, err := requestBody(d)
 	for _, b := range d.Bodies {
@@ -241,13 +245,13 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	if err != nil {
 		return fail(a.Pos, "%v", err)
 	}
-	op.Body = body
+	op.Fingerprint.Body, op.Fingerprint.HasBody = body, len(body) > 0
 	if err := replayable(d); err != nil {
 		return fail(a.Pos, "%v", err)
 	}
 	for _, p := range a.FingerprintExclude {
 		if !strings.HasPrefix(p.Value, "/") {
-			continue // a parameter, left out by paramsExpr
+			continue // a parameter, left out by paramParts
 		}
 		if jsonSchema == nil {
 			return fail(p.Pos, "fingerprint.exclude %s: the operation has no JSON request body to exclude from", p.Value)
@@ -257,6 +261,7 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 		}
 		if len(tags) == 0 {
 			op.Exclude = append(op.Exclude, p.Value)
+			op.Fingerprint.Exclude = op.Exclude
 			continue
 		}
 		// With several media types the fingerprinted body is an
@@ -268,26 +273,23 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 			}
 			op.Exclude = append(op.Exclude, "/"+tag+p.Value)
 		}
+		op.Fingerprint.Exclude = op.Exclude
 	}
 	return nil
 }
 
-// paramsExpr is an idem.Params literal of the parameters that count in
-// the fingerprint, keyed by their names in the spec, or nil. The
-// Idempotency-Key header is the key, not part of the request, and
-// excluded parameters do not count.
-func paramsExpr(params []codegen.ParameterDefinition, prefix string, excluded map[*codegen.ParameterDefinition]bool) string {
-	var parts []string
+// paramParts are the parameters that count in the fingerprint, by their
+// names in the spec. The Idempotency-Key header is the key, not part of
+// the request, and excluded parameters do not count.
+func paramParts(params []codegen.ParameterDefinition, prefix string, excluded map[*codegen.ParameterDefinition]bool) []fingerprintPart {
+	var parts []fingerprintPart
 	for i, p := range params {
 		if excluded[&params[i]] || (p.In == "header" && strings.EqualFold(p.ParamName, "Idempotency-Key")) {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%q: %s%s", p.ParamName, prefix, p.GoName()))
+		parts = append(parts, fingerprintPart{Name: p.ParamName, Expr: prefix + p.GoName()})
 	}
-	if len(parts) == 0 {
-		return "nil"
-	}
-	return "idem.Params{" + strings.Join(parts, ", ") + "}"
+	return parts
 }
 
 // excludedParams finds the parameters that fingerprint.exclude names (its
@@ -330,16 +332,16 @@ func excludedParams(d codegen.OperationDefinition, exclude []annotation.Pointer)
 }
 
 // requestBody checks that every request body can be fingerprinted and
-// returns the JSON body's schema and the Go expression of the body. When
-// the operation has several request media types, the expression is an
-// idem.Params of the bodies and tags lists its keys.
-func requestBody(d codegen.OperationDefinition) (jsonSchema *openapi3.Schema, expr string, tags []string, err error) {
+// returns the JSON body's schema and what the fingerprint holds of the
+// body: nothing, one unnamed part, or, when the operation has several
+// request media types, the bodies by tag, which tags lists.
+func requestBody(d codegen.OperationDefinition) (jsonSchema *openapi3.Schema, body []fingerprintPart, tags []string, err error) {
 	if d.Spec == nil || d.Spec.RequestBody == nil || d.Spec.RequestBody.Value == nil {
-		return nil, "nil", nil, nil
+		return nil, nil, nil, nil
 	}
 	for _, ct := range sortedKeys(d.Spec.RequestBody.Value.Content) {
 		if why := unreplayable(ct); why != "" {
-			return nil, "", nil, fmt.Errorf("request body %s %s; expected a JSON, form-encoded or text body", ct, why)
+			return nil, nil, nil, fmt.Errorf("request body %s %s; expected a JSON, form-encoded or text body", ct, why)
 		}
 		if mt := d.Spec.RequestBody.Value.Content[ct]; isJSON(ct) && mt.Schema != nil && jsonSchema == nil {
 			jsonSchema = mt.Schema.Value
@@ -350,7 +352,7 @@ func requestBody(d codegen.OperationDefinition) (jsonSchema *openapi3.Schema, ex
 		// (application/xml, text/plain with parameters, ...) to the handler
 		// as an io.Reader, which has nothing to fingerprint.
 		if b.NameTag == "" {
-			return nil, "", nil, fmt.Errorf("request body %s reaches the handler undecoded, as an io.Reader, and cannot be fingerprinted; expected a JSON, form-encoded or text/plain body", b.ContentType)
+			return nil, nil, nil, fmt.Errorf("request body %s reaches the handler undecoded, as an io.Reader, and cannot be fingerprinted; expected a JSON, form-encoded or text/plain body", b.ContentType)
 		}
 	}
 	// A multipart body is a stream: the generated code reads it into
@@ -367,16 +369,15 @@ func requestBody(d codegen.OperationDefinition) (jsonSchema *openapi3.Schema, ex
 	}
 	switch len(d.Bodies) {
 	case 0:
-		return jsonSchema, "nil", nil, nil
+		return jsonSchema, nil, nil, nil
 	case 1:
-		return jsonSchema, field(d.Bodies[0], "Body"), nil, nil
+		return jsonSchema, []fingerprintPart{{Expr: field(d.Bodies[0], "Body")}}, nil, nil
 	}
-	parts := make([]string, len(d.Bodies))
-	for i, b := range d.Bodies {
-		parts[i] = fmt.Sprintf("%q: %s", b.NameTag, field(b, b.NameTag+"Body"))
+	for _, b := range d.Bodies {
+		body = append(body, fingerprintPart{Name: b.NameTag, Expr: field(b, b.NameTag+"Body")})
 		tags = append(tags, b.NameTag)
 	}
-	return jsonSchema, "idem.Params{" + strings.Join(parts, ", ") + "}", tags, nil
+	return jsonSchema, body, tags, nil
 }
 
 // replayable checks that every declared response can be captured and

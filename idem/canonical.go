@@ -175,9 +175,21 @@ func (w *CanonicalWriter) Time(t time.Time) {
 // Form writes a form body as sent (see PostForm): an object of each
 // field's values in order, or null when there is none.
 func (w *CanonicalWriter) Form(form url.Values) {
-	WriteMap(w, form, func(w *CanonicalWriter, values []string) {
-		WriteSlice(w, values, func(w *CanonicalWriter, v *string) { w.String(*v) })
-	})
+	if form == nil {
+		w.Null()
+		return
+	}
+	keys, ok := CanonicalKeys(form)
+	if !ok {
+		w.Value(form)
+		return
+	}
+	w.BeginObject()
+	for _, k := range keys {
+		w.Key(k)
+		writeSlice(w, form[k], func(w *CanonicalWriter, v *string) { w.String(*v) })
+	}
+	w.EndObject()
 }
 
 // Value writes any value the way Fingerprint does: encoded by
@@ -242,9 +254,9 @@ func (w *CanonicalWriter) decoded(v any) {
 	}
 }
 
-// WriteSlice writes a slice as an array, each element by write, or null
+// writeSlice writes a slice as an array, each element by write, or null
 // for a nil slice, as encoding/json does.
-func WriteSlice[S ~[]E, E any](w *CanonicalWriter, s S, write func(*CanonicalWriter, *E)) {
+func writeSlice[S ~[]E, E any](w *CanonicalWriter, s S, write func(*CanonicalWriter, *E)) {
 	if s == nil {
 		w.Null()
 		return
@@ -256,30 +268,19 @@ func WriteSlice[S ~[]E, E any](w *CanonicalWriter, s S, write func(*CanonicalWri
 	w.EndArray()
 }
 
-// WriteMap writes a map with string keys as an object, keys sorted and
-// each value by write, or null for a nil map.
-func WriteMap[M ~map[K]V, K ~string, V any](w *CanonicalWriter, m M, write func(*CanonicalWriter, V)) {
-	if m == nil {
-		w.Null()
-		return
-	}
+// CanonicalKeys returns a map's keys in canonical order, or false when
+// one is not valid UTF-8: encoding/json reads such keys back as U+FFFD,
+// where they may collide, so the map must go through Value.
+func CanonicalKeys[M ~map[K]V, K ~string, V any](m M) ([]K, bool) {
 	keys := make([]K, 0, len(m))
 	for k := range m {
 		if !utf8.ValidString(string(k)) {
-			// Invalid keys read back as U+FFFD and may collide: let
-			// encoding/json settle it, as Fingerprint does.
-			w.Value(m)
-			return
+			return nil, false
 		}
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	w.BeginObject()
-	for _, k := range keys {
-		w.Key(string(k))
-		write(w, m[k])
-	}
-	w.EndObject()
+	return keys, true
 }
 
 // appendCanonicalString appends s as a JSON string, escaped as

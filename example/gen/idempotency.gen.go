@@ -204,7 +204,7 @@ func (s *idempotentServer[T]) ListOrders(ctx context.Context, request ListOrders
 
 func (s *idempotentServer[T]) CreateOrder(ctx context.Context, request CreateOrderRequestObject) (CreateOrderResponseObject, error) {
 	idem.ReleaseBody(ctx) // decoded already
-	fingerprint, err := idem.Fingerprint(s.createOrderOp.Name, nil, nil, idem.Params{"X-Account-Id": request.Params.XAccountId}, request.Body, s.createOrderOp.FingerprintExclude)
+	fingerprint, err := createOrderFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +233,7 @@ func (s *idempotentServer[T]) GetOrder(ctx context.Context, request GetOrderRequ
 
 func (s *idempotentServer[T]) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
 	idem.ReleaseBody(ctx) // decoded already
-	fingerprint, err := idem.Fingerprint(s.createPaymentOp.Name, nil, nil, idem.Params{"X-Account-Id": request.Params.XAccountId}, request.Body, s.createPaymentOp.FingerprintExclude)
+	fingerprint, err := createPaymentFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
 	}
@@ -265,4 +265,72 @@ type createPaymentAnswer struct{ *idem.Response }
 
 func (a createPaymentAnswer) VisitCreatePaymentResponse(w http.ResponseWriter) error {
 	return a.Write(w)
+}
+
+// createOrderFingerprint is the fingerprint of a request to createOrder:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func createOrderFingerprint(ctx context.Context, request CreateOrderRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("body")
+	if request.Body == nil {
+		w.Null()
+	} else {
+		canonicalNewOrder(w, request.Body)
+	}
+	w.Key("header")
+	w.BeginObject()
+	w.Key("X-Account-Id")
+	w.String(request.Params.XAccountId)
+	w.EndObject()
+	w.Key("operation")
+	w.String("createOrder")
+	w.EndObject()
+	return w.Sum()
+}
+
+// canonicalNewOrder writes a NewOrder in canonical form.
+func canonicalNewOrder(w *idem.CanonicalWriter, v *NewOrder) {
+	w.BeginObject()
+	w.Key("amount_cents")
+	w.Int(v.AmountCents)
+	w.Key("currency")
+	w.String(v.Currency)
+	w.Key("customer_id")
+	w.String(v.CustomerId)
+	w.EndObject()
+}
+
+// createPaymentFingerprint is the fingerprint of a request to createPayment:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func createPaymentFingerprint(ctx context.Context, request CreatePaymentRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("body")
+	if request.Body == nil {
+		w.Null()
+	} else {
+		canonicalNewPayment(w, request.Body)
+	}
+	w.Key("header")
+	w.BeginObject()
+	w.Key("X-Account-Id")
+	w.String(request.Params.XAccountId)
+	w.EndObject()
+	w.Key("operation")
+	w.String("createPayment")
+	w.EndObject()
+	return w.Sum()
+}
+
+// canonicalNewPayment writes a NewPayment in canonical form.
+func canonicalNewPayment(w *idem.CanonicalWriter, v *NewPayment) {
+	w.BeginObject()
+	w.Key("amount_cents")
+	w.Int(v.AmountCents)
+	w.Key("order_id")
+	w.String(v.OrderId)
+	w.EndObject()
 }

@@ -140,7 +140,7 @@ func (s *idempotentServer[T]) CreateRealisticOrderBaseline(ctx context.Context, 
 
 func (s *idempotentServer[T]) CreateRealisticOrder(ctx context.Context, request CreateRealisticOrderRequestObject) (CreateRealisticOrderResponseObject, error) {
 	idem.ReleaseBody(ctx) // decoded already
-	fingerprint, err := idem.Fingerprint(s.createRealisticOrderOp.Name, nil, nil, idem.Params{"X-Account-Id": request.Params.XAccountId}, request.Body, s.createRealisticOrderOp.FingerprintExclude)
+	fingerprint, err := createRealisticOrderFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
 	}
@@ -163,4 +163,57 @@ type createRealisticOrderAnswer struct{ *idem.Response }
 
 func (a createRealisticOrderAnswer) VisitCreateRealisticOrderResponse(w http.ResponseWriter) error {
 	return a.Write(w)
+}
+
+// createRealisticOrderFingerprint is the fingerprint of a request to createRealisticOrder:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func createRealisticOrderFingerprint(ctx context.Context, request CreateRealisticOrderRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("body")
+	if request.Body == nil {
+		w.Null()
+	} else {
+		canonicalNewOrder(w, request.Body)
+	}
+	w.Key("header")
+	w.BeginObject()
+	w.Key("X-Account-Id")
+	w.String(request.Params.XAccountId)
+	w.EndObject()
+	w.Key("operation")
+	w.String("createRealisticOrder")
+	w.EndObject()
+	return w.Sum()
+}
+
+// canonicalNewOrder writes a NewOrder in canonical form.
+func canonicalNewOrder(w *idem.CanonicalWriter, v *NewOrder) {
+	w.BeginObject()
+	w.Key("customer_id")
+	w.String(v.CustomerId)
+	w.Key("items")
+	if v.Items == nil {
+		w.Null()
+	} else {
+		w.BeginArray()
+		for i := range v.Items {
+			canonicalItem(w, &v.Items[i])
+		}
+		w.EndArray()
+	}
+	w.EndObject()
+}
+
+// canonicalItem writes a Item in canonical form.
+func canonicalItem(w *idem.CanonicalWriter, v *Item) {
+	w.BeginObject()
+	w.Key("price_cents")
+	w.Int(v.PriceCents)
+	w.Key("quantity")
+	w.Int(int64(v.Quantity))
+	w.Key("sku")
+	w.String(v.Sku)
+	w.EndObject()
 }

@@ -138,7 +138,7 @@ type idempotentServer[T any] struct {
 
 func (s *idempotentServer[T]) CreateTransfer(ctx context.Context, request CreateTransferRequestObject) (CreateTransferResponseObject, error) {
 	idem.ReleaseBody(ctx) // decoded already
-	fingerprint, err := idem.Fingerprint(s.createTransferOp.Name, nil, nil, nil, request.Body, s.createTransferOp.FingerprintExclude)
+	fingerprint, err := createTransferFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
 	}
@@ -161,4 +161,30 @@ type createTransferAnswer struct{ *idem.Response }
 
 func (a createTransferAnswer) VisitCreateTransferResponse(w http.ResponseWriter) error {
 	return a.Write(w)
+}
+
+// createTransferFingerprint is the fingerprint of a request to createTransfer:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func createTransferFingerprint(ctx context.Context, request CreateTransferRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("body")
+	if request.Body == nil {
+		w.Null()
+	} else {
+		canonicalCreateTransferJSONRequestBody(w, request.Body)
+	}
+	w.Key("operation")
+	w.String("createTransfer")
+	w.EndObject()
+	return w.Sum()
+}
+
+// canonicalCreateTransferJSONRequestBody writes a CreateTransferJSONRequestBody in canonical form.
+func canonicalCreateTransferJSONRequestBody(w *idem.CanonicalWriter, v *CreateTransferJSONRequestBody) {
+	w.BeginObject()
+	w.Key("amount_cents")
+	w.Int(v.AmountCents)
+	w.EndObject()
 }

@@ -150,7 +150,7 @@ func (s *idempotentServer[T]) ListOrders(ctx context.Context, request ListOrders
 
 func (s *idempotentServer[T]) CreateOrder(ctx context.Context, request CreateOrderRequestObject) (CreateOrderResponseObject, error) {
 	idem.ReleaseBody(ctx) // decoded already
-	fingerprint, err := idem.Fingerprint(s.createOrderOp.Name, idem.Params{"account_id": request.AccountId}, idem.Params{"dry_run": request.Params.DryRun, "channel": request.Params.Channel}, idem.Params{"X-Request-Id": request.Params.XRequestId}, request.Body, s.createOrderOp.FingerprintExclude)
+	fingerprint, err := createOrderFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func (a createOrderAnswer) VisitCreateOrderResponse(w http.ResponseWriter) error
 
 func (s *idempotentServer[T]) CancelOrder(ctx context.Context, request CancelOrderRequestObject) (CancelOrderResponseObject, error) {
 	idem.ReleaseBody(ctx) // decoded already
-	fingerprint, err := idem.Fingerprint(s.cancelOrderOp.Name, idem.Params{"account_id": request.AccountId, "order_id": request.OrderId}, nil, nil, nil, s.cancelOrderOp.FingerprintExclude)
+	fingerprint, err := cancelOrderFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
 	}
@@ -200,4 +200,78 @@ func (a cancelOrderAnswer) VisitCancelOrderResponse(w http.ResponseWriter) error
 
 func (s *idempotentServer[T]) GetOrder(ctx context.Context, request GetOrderRequestObject) (GetOrderResponseObject, error) {
 	return s.impl.GetOrder(ctx, request)
+}
+
+// createOrderFingerprint is the fingerprint of a request to createOrder:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func createOrderFingerprint(ctx context.Context, request CreateOrderRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("body")
+	if request.Body == nil {
+		w.Null()
+	} else {
+		canonicalNewOrder(w, request.Body)
+	}
+	w.Key("header")
+	w.BeginObject()
+	w.Key("X-Request-Id")
+	if request.Params.XRequestId == nil {
+		w.Null()
+	} else {
+		w.String(*request.Params.XRequestId)
+	}
+	w.EndObject()
+	w.Key("operation")
+	w.String("createOrder")
+	w.Key("path")
+	w.BeginObject()
+	w.Key("account_id")
+	w.String(request.AccountId)
+	w.EndObject()
+	w.Key("query")
+	w.BeginObject()
+	w.Key("channel")
+	w.String(string(request.Params.Channel))
+	w.Key("dry_run")
+	if request.Params.DryRun == nil {
+		w.Null()
+	} else {
+		w.Bool(*request.Params.DryRun)
+	}
+	w.EndObject()
+	w.EndObject()
+	return w.Sum()
+}
+
+// canonicalNewOrder writes a NewOrder in canonical form.
+func canonicalNewOrder(w *idem.CanonicalWriter, v *NewOrder) {
+	w.BeginObject()
+	w.Key("amount_cents")
+	w.Int(v.AmountCents)
+	w.Key("currency")
+	w.String(v.Currency)
+	w.Key("customer_id")
+	w.String(v.CustomerId)
+	w.EndObject()
+}
+
+// cancelOrderFingerprint is the fingerprint of a request to cancelOrder:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func cancelOrderFingerprint(ctx context.Context, request CancelOrderRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("operation")
+	w.String("cancelOrder")
+	w.Key("path")
+	w.BeginObject()
+	w.Key("account_id")
+	w.String(request.AccountId)
+	w.Key("order_id")
+	w.String(request.OrderId)
+	w.EndObject()
+	w.EndObject()
+	return w.Sum()
 }

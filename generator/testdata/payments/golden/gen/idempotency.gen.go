@@ -190,7 +190,7 @@ type idempotentServer[T any] struct {
 
 func (s *idempotentServer[T]) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
 	idem.ReleaseBody(ctx) // decoded already
-	fingerprint, err := idem.Fingerprint(s.createPaymentOp.Name, nil, nil, nil, request.Body, s.createPaymentOp.FingerprintExclude)
+	fingerprint, err := createPaymentFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +230,7 @@ func (s *idempotentServer[T]) GetPayment(ctx context.Context, request GetPayment
 
 func (s *idempotentServer[T]) CapturePayment(ctx context.Context, request CapturePaymentRequestObject) (CapturePaymentResponseObject, error) {
 	idem.ReleaseBody(ctx) // decoded already
-	fingerprint, err := idem.Fingerprint(s.capturePaymentOp.Name, idem.Params{"payment_id": request.PaymentId}, nil, nil, nil, s.capturePaymentOp.FingerprintExclude)
+	fingerprint, err := capturePaymentFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
 	}
@@ -253,4 +253,51 @@ type capturePaymentAnswer struct{ *idem.Response }
 
 func (a capturePaymentAnswer) VisitCapturePaymentResponse(w http.ResponseWriter) error {
 	return a.Write(w)
+}
+
+// createPaymentFingerprint is the fingerprint of a request to createPayment:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func createPaymentFingerprint(ctx context.Context, request CreatePaymentRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("body")
+	if request.Body == nil {
+		w.Null()
+	} else {
+		canonicalNewPayment(w, request.Body)
+	}
+	w.Key("operation")
+	w.String("createPayment")
+	w.EndObject()
+	return w.Sum()
+}
+
+// canonicalNewPayment writes a NewPayment in canonical form.
+func canonicalNewPayment(w *idem.CanonicalWriter, v *NewPayment) {
+	w.BeginObject()
+	w.Key("amount")
+	w.Int(v.Amount)
+	w.Key("card_token")
+	w.String(v.CardToken)
+	w.Key("currency")
+	w.String(v.Currency)
+	w.EndObject()
+}
+
+// capturePaymentFingerprint is the fingerprint of a request to capturePayment:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func capturePaymentFingerprint(ctx context.Context, request CapturePaymentRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("operation")
+	w.String("capturePayment")
+	w.Key("path")
+	w.BeginObject()
+	w.Key("payment_id")
+	w.String(request.PaymentId)
+	w.EndObject()
+	w.EndObject()
+	return w.Sum()
 }

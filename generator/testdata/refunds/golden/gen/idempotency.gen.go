@@ -154,7 +154,7 @@ type idempotentServer[T any] struct {
 
 func (s *idempotentServer[T]) CreateCharge(ctx context.Context, request CreateChargeRequestObject) (CreateChargeResponseObject, error) {
 	idem.ReleaseBody(ctx) // decoded already
-	fingerprint, err := idem.Fingerprint(s.createChargeOp.Name, nil, nil, nil, idem.PostForm(ctx), s.createChargeOp.FingerprintExclude)
+	fingerprint, err := createChargeFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func (a createChargeAnswer) VisitCreateChargeResponse(w http.ResponseWriter) err
 
 func (s *idempotentServer[T]) UpdateCustomer(ctx context.Context, request UpdateCustomerRequestObject) (UpdateCustomerResponseObject, error) {
 	idem.ReleaseBody(ctx) // decoded already
-	fingerprint, err := idem.Fingerprint(s.updateCustomerOp.Name, idem.Params{"customer_id": request.CustomerId}, nil, nil, idem.Params{"JSON": request.JSONBody, "Formdata": idem.PostForm(ctx)}, s.updateCustomerOp.FingerprintExclude)
+	fingerprint, err := updateCustomerFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +206,7 @@ func (a updateCustomerAnswer) VisitUpdateCustomerResponse(w http.ResponseWriter)
 
 func (s *idempotentServer[T]) CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error) {
 	idem.ReleaseBody(ctx) // decoded already
-	fingerprint, err := idem.Fingerprint(s.createRefundOp.Name, idem.Params{"payment_id": request.PaymentId}, nil, nil, request.Body, s.createRefundOp.FingerprintExclude)
+	fingerprint, err := createRefundFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
 	}
@@ -228,3 +228,96 @@ func (s *idempotentServer[T]) CreateRefund(ctx context.Context, request CreateRe
 type createRefundAnswer struct{ *idem.Response }
 
 func (a createRefundAnswer) VisitCreateRefundResponse(w http.ResponseWriter) error { return a.Write(w) }
+
+// createChargeFingerprint is the fingerprint of a request to createCharge:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func createChargeFingerprint(ctx context.Context, request CreateChargeRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("body")
+	w.Form(idem.PostForm(ctx))
+	w.Key("operation")
+	w.String("createCharge")
+	w.EndObject()
+	return w.Sum()
+}
+
+// updateCustomerFingerprint is the fingerprint of a request to updateCustomer:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func updateCustomerFingerprint(ctx context.Context, request UpdateCustomerRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("body")
+	w.BeginObject()
+	w.Key("Formdata")
+	w.Value(idem.PostForm(ctx), "/metadata[trace_id]")
+	w.Key("JSON")
+	if request.JSONBody == nil {
+		w.Null()
+	} else {
+		w.BeginObject()
+		if request.JSONBody.Email != nil {
+			w.Key("email")
+			w.String(*request.JSONBody.Email)
+		}
+		if request.JSONBody.Metadata != nil {
+			w.Key("metadata")
+			w.BeginObject()
+			if request.JSONBody.Metadata.Source != nil {
+				w.Key("source")
+				w.String(*request.JSONBody.Metadata.Source)
+			}
+			w.EndObject()
+		}
+		w.Key("name")
+		w.String(request.JSONBody.Name)
+		w.EndObject()
+	}
+	w.EndObject()
+	w.Key("operation")
+	w.String("updateCustomer")
+	w.Key("path")
+	w.BeginObject()
+	w.Key("customer_id")
+	w.String(request.CustomerId)
+	w.EndObject()
+	w.EndObject()
+	return w.Sum()
+}
+
+// createRefundFingerprint is the fingerprint of a request to createRefund:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func createRefundFingerprint(ctx context.Context, request CreateRefundRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("body")
+	if request.Body == nil {
+		w.Null()
+	} else {
+		w.BeginObject()
+		w.Key("amount_cents")
+		w.Int(request.Body.AmountCents)
+		if request.Body.Metadata != nil {
+			w.Key("metadata")
+			w.BeginObject()
+			if request.Body.Metadata.Source != nil {
+				w.Key("source")
+				w.String(*request.Body.Metadata.Source)
+			}
+			w.EndObject()
+		}
+		w.EndObject()
+	}
+	w.Key("operation")
+	w.String("createRefund")
+	w.Key("path")
+	w.BeginObject()
+	w.Key("payment_id")
+	w.String(request.PaymentId)
+	w.EndObject()
+	w.EndObject()
+	return w.Sum()
+}

@@ -170,7 +170,7 @@ type idempotentServer[T any] struct {
 
 func (s *idempotentServer[T]) Ping(ctx context.Context, request PingRequestObject) (PingResponseObject, error) {
 	idem.ReleaseBody(ctx) // decoded already
-	fingerprint, err := idem.Fingerprint(s.pingOp.Name, nil, nil, nil, nil, s.pingOp.FingerprintExclude)
+	fingerprint, err := pingFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +195,7 @@ func (a pingAnswer) VisitPingResponse(w http.ResponseWriter) error { return a.Wr
 
 func (s *idempotentServer[T]) ReplaceSettings(ctx context.Context, request ReplaceSettingsRequestObject) (ReplaceSettingsResponseObject, error) {
 	idem.ReleaseBody(ctx) // decoded already
-	fingerprint, err := idem.Fingerprint(s.replaceSettingsOp.Name, nil, nil, nil, request.Body, s.replaceSettingsOp.FingerprintExclude)
+	fingerprint, err := replaceSettingsFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +222,7 @@ func (a replaceSettingsAnswer) VisitReplaceSettingsResponse(w http.ResponseWrite
 
 func (s *idempotentServer[T]) CreateWidget(ctx context.Context, request CreateWidgetRequestObject) (CreateWidgetResponseObject, error) {
 	idem.ReleaseBody(ctx) // decoded already
-	fingerprint, err := idem.Fingerprint(s.createWidgetOp.Name, nil, nil, idem.Params{"X-Tenant-Id": request.Params.XTenantId}, request.Body, s.createWidgetOp.FingerprintExclude)
+	fingerprint, err := createWidgetFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +247,7 @@ func (a createWidgetAnswer) VisitCreateWidgetResponse(w http.ResponseWriter) err
 
 func (s *idempotentServer[T]) CopyWidget(ctx context.Context, request CopyWidgetRequestObject) (CopyWidgetResponseObject, error) {
 	idem.ReleaseBody(ctx) // decoded already
-	fingerprint, err := idem.Fingerprint(s.copyWidgetOp.Name, idem.Params{"id": request.Id}, nil, idem.Params{"X-Tenant-Id": request.Params.XTenantId}, nil, s.copyWidgetOp.FingerprintExclude)
+	fingerprint, err := copyWidgetFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
 	}
@@ -269,3 +269,98 @@ func (s *idempotentServer[T]) CopyWidget(ctx context.Context, request CopyWidget
 type copyWidgetAnswer struct{ *idem.Response }
 
 func (a copyWidgetAnswer) VisitCopyWidgetResponse(w http.ResponseWriter) error { return a.Write(w) }
+
+// pingFingerprint is the fingerprint of a request to ping:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func pingFingerprint(ctx context.Context, request PingRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("operation")
+	w.String("ping")
+	w.EndObject()
+	return w.Sum()
+}
+
+// replaceSettingsFingerprint is the fingerprint of a request to replaceSettings:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func replaceSettingsFingerprint(ctx context.Context, request ReplaceSettingsRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("body")
+	if request.Body == nil {
+		w.Null()
+	} else {
+		if *request.Body == nil {
+			w.Null()
+		} else if keys, ok := idem.CanonicalKeys(*request.Body); !ok {
+			w.Value(*request.Body)
+		} else {
+			w.BeginObject()
+			for _, key := range keys {
+				w.Key(string(key))
+				val := (*request.Body)[key]
+				w.Value(val)
+			}
+			w.EndObject()
+		}
+	}
+	w.Key("operation")
+	w.String("replaceSettings")
+	w.EndObject()
+	return w.Sum()
+}
+
+// createWidgetFingerprint is the fingerprint of a request to createWidget:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func createWidgetFingerprint(ctx context.Context, request CreateWidgetRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("body")
+	if request.Body == nil {
+		w.Null()
+	} else {
+		canonicalNewWidget(w, request.Body)
+	}
+	w.Key("header")
+	w.BeginObject()
+	w.Key("X-Tenant-Id")
+	w.String(request.Params.XTenantId)
+	w.EndObject()
+	w.Key("operation")
+	w.String("createWidget")
+	w.EndObject()
+	return w.Sum()
+}
+
+// canonicalNewWidget writes a NewWidget in canonical form.
+func canonicalNewWidget(w *idem.CanonicalWriter, v *NewWidget) {
+	w.BeginObject()
+	w.Key("name")
+	w.String(v.Name)
+	w.EndObject()
+}
+
+// copyWidgetFingerprint is the fingerprint of a request to copyWidget:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func copyWidgetFingerprint(ctx context.Context, request CopyWidgetRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("header")
+	w.BeginObject()
+	w.Key("X-Tenant-Id")
+	w.String(request.Params.XTenantId)
+	w.EndObject()
+	w.Key("operation")
+	w.String("copyWidget")
+	w.Key("path")
+	w.BeginObject()
+	w.Key("id")
+	w.String(request.Id)
+	w.EndObject()
+	w.EndObject()
+	return w.Sum()
+}

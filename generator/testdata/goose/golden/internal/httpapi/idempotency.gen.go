@@ -154,7 +154,7 @@ type idempotentServer[T any] struct {
 
 func (s *idempotentServer[T]) CreateWidget(ctx context.Context, request CreateWidgetRequestObject) (CreateWidgetResponseObject, error) {
 	idem.ReleaseBody(ctx) // decoded already
-	fingerprint, err := idem.Fingerprint(s.createWidgetOp.Name, nil, nil, nil, request.Body, s.createWidgetOp.FingerprintExclude)
+	fingerprint, err := createWidgetFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func (a createWidgetAnswer) VisitCreateWidgetResponse(w http.ResponseWriter) err
 
 func (s *idempotentServer[T]) SetWidgetNote(ctx context.Context, request SetWidgetNoteRequestObject) (SetWidgetNoteResponseObject, error) {
 	idem.ReleaseBody(ctx) // decoded already
-	fingerprint, err := idem.Fingerprint(s.setWidgetNoteOp.Name, idem.Params{"id": request.Id}, nil, nil, request.Body, s.setWidgetNoteOp.FingerprintExclude)
+	fingerprint, err := setWidgetNoteFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +212,7 @@ func (s *idempotentServer[T]) UploadWidgetPhoto(ctx context.Context, request Upl
 	}
 	request.Body = body
 	idem.ReleaseBody(ctx) // decoded already
-	fingerprint, err := idem.Fingerprint(s.uploadWidgetPhotoOp.Name, idem.Params{"id": request.Id}, nil, nil, multipartParts, s.uploadWidgetPhotoOp.FingerprintExclude)
+	fingerprint, err := uploadWidgetPhotoFingerprint(ctx, request, multipartParts)
 	if err != nil {
 		return nil, err
 	}
@@ -235,4 +235,84 @@ type uploadWidgetPhotoAnswer struct{ *idem.Response }
 
 func (a uploadWidgetPhotoAnswer) VisitUploadWidgetPhotoResponse(w http.ResponseWriter) error {
 	return a.Write(w)
+}
+
+// createWidgetFingerprint is the fingerprint of a request to create-widget:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func createWidgetFingerprint(ctx context.Context, request CreateWidgetRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("body")
+	if request.Body == nil {
+		w.Null()
+	} else {
+		canonicalCreateWidgetJSONRequestBody(w, request.Body)
+	}
+	w.Key("operation")
+	w.String("create-widget")
+	w.EndObject()
+	return w.Sum()
+}
+
+// canonicalCreateWidgetJSONRequestBody writes a CreateWidgetJSONRequestBody in canonical form.
+func canonicalCreateWidgetJSONRequestBody(w *idem.CanonicalWriter, v *CreateWidgetJSONRequestBody) {
+	w.BeginObject()
+	w.Key("name")
+	w.String(v.Name)
+	if v.Tags != nil {
+		w.Key("tags")
+		if *v.Tags == nil {
+			w.Null()
+		} else {
+			w.BeginArray()
+			for i := range *v.Tags {
+				w.String((*v.Tags)[i])
+			}
+			w.EndArray()
+		}
+	}
+	w.EndObject()
+}
+
+// setWidgetNoteFingerprint is the fingerprint of a request to setWidgetNote:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func setWidgetNoteFingerprint(ctx context.Context, request SetWidgetNoteRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("body")
+	if request.Body == nil {
+		w.Null()
+	} else {
+		w.String(*request.Body)
+	}
+	w.Key("operation")
+	w.String("setWidgetNote")
+	w.Key("path")
+	w.BeginObject()
+	w.Key("id")
+	w.Int(request.Id)
+	w.EndObject()
+	w.EndObject()
+	return w.Sum()
+}
+
+// uploadWidgetPhotoFingerprint is the fingerprint of a request to uploadWidgetPhoto:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func uploadWidgetPhotoFingerprint(ctx context.Context, request UploadWidgetPhotoRequestObject, multipartParts []idem.MultipartPart) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("body")
+	w.Value(multipartParts)
+	w.Key("operation")
+	w.String("uploadWidgetPhoto")
+	w.Key("path")
+	w.BeginObject()
+	w.Key("id")
+	w.Int(request.Id)
+	w.EndObject()
+	w.EndObject()
+	return w.Sum()
 }
