@@ -459,8 +459,6 @@ func endContext(ctx context.Context, op *Operation) (context.Context, context.Ca
 // execute runs the handler in the attempt and stores its response. A Go
 // error or a panic undoes the attempt so that a retry runs again.
 func (e *Engine[T]) execute(ctx context.Context, op *Operation, txn Txn[T], at *Attempt[T], h Handler[T]) (*Response, error) {
-	endCtx, cancel := endContext(ctx, op)
-	defer cancel()
 	write, err := callHandler(ctx, at, h)
 	if err == nil && write == nil {
 		err = fmt.Errorf("idem: %s returned neither a response nor an error", at.id.Operation)
@@ -471,6 +469,9 @@ func (e *Engine[T]) execute(ctx context.Context, op *Operation, txn Txn[T], at *
 			err = fmt.Errorf("idem: write %s response: %w", at.id.Operation, err)
 		}
 	}
+	// The bound on ending starts when the ending does.
+	endCtx, cancel := endContext(ctx, op)
+	defer cancel()
 	if err != nil {
 		return e.abort(ctx, endCtx, txn, at, err)
 	}
