@@ -36,7 +36,9 @@ type Operation struct {
 	// may take over.
 	Lease time.Duration
 	// FingerprintExclude lists JSON pointers into the body that do not
-	// count towards the fingerprint.
+	// count towards the fingerprint, to pass to Fingerprint. The generated
+	// fingerprint writers leave them out by themselves; the generated
+	// Operation lists them for reading.
 	FingerprintExclude []string
 	// RecoveryPoints are the points of a phased operation, in order; see
 	// Engine.ServePhased.
