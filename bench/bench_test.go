@@ -304,7 +304,12 @@ func TestShortRun(t *testing.T) {
 	if base.DB.Statements["insert"] != base.Requests || base.DB.writingCommits() != base.Requests || base.PGRows != base.Requests {
 		t.Errorf("baseline: %d requests, statements %+v, %d rows", base.Requests, base.DB, base.PGRows)
 	}
-	if replay.DB.Statements["select"] != replay.Requests || replay.DB.writingCommits() != 0 || replay.PGRows != 0 || replay.PGCommits != replay.Requests {
+	// pg_stat_database's commits lag by a transaction or two now and then:
+	// the server's flush reaches its idle connections, and a backend
+	// publishes what it held back later (up to 10 s after going idle), so
+	// a commit may land on either side of a reading. The tracer's counts
+	// are exact; PostgreSQL's must agree within the pool's connections.
+	if replay.DB.Statements["select"] != replay.Requests || replay.DB.writingCommits() != 0 || replay.PGRows != 0 || abs(replay.PGCommits-replay.Requests) > 4 {
 		t.Errorf("replay: %d requests, statements %+v, %d rows, %d pg commits", replay.Requests, replay.DB, replay.PGRows, replay.PGCommits)
 	}
 	// The memory measurement sent its bodies, each answered 201, and read
@@ -336,4 +341,11 @@ func TestRoundTripTargetMissed(t *testing.T) {
 		}
 	}
 	t.Fatal("no round-trip target")
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
 }
