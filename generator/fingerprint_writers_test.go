@@ -181,31 +181,32 @@ var bodyMethods = []string{"post", "put", "patch", "delete"}
 // those in skip ("post /pets"), and counts them.
 func annotateNodes(doc *yaml.Node, skip map[string]bool) int {
 	n := 0
-	paths := mapValue(doc.Content[0], "paths")
-	if paths == nil {
-		return 0
-	}
-	for i := 0; i+1 < len(paths.Content); i += 2 {
-		item := paths.Content[i+1]
-		for j := 0; j+1 < len(item.Content); j += 2 {
-			method := item.Content[j].Value
-			if !slices.Contains(bodyMethods, method) || skip[method+" "+paths.Content[i].Value] {
-				continue
-			}
-			op := item.Content[j+1]
-			op.Content = append([]*yaml.Node{
-				{Kind: yaml.ScalarNode, Value: "x-idempotent"},
-				{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"},
-			}, op.Content...)
-			n++
+	eachOperation(doc, func(op string, node *yaml.Node) {
+		if method, _, _ := strings.Cut(op, " "); !slices.Contains(bodyMethods, method) || skip[op] {
+			return
 		}
-	}
+		node.Content = append([]*yaml.Node{
+			{Kind: yaml.ScalarNode, Value: "x-idempotent"},
+			{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"},
+		}, node.Content...)
+		n++
+	})
 	return n
 }
 
 // annotationLines maps the line of each x-idempotent key to its
 // operation.
 func annotationLines(doc *yaml.Node, lines map[int]string) {
+	eachOperation(doc, func(op string, node *yaml.Node) {
+		if len(node.Content) > 0 && node.Content[0].Value == "x-idempotent" {
+			lines[node.Content[0].Line] = op
+		}
+	})
+}
+
+// eachOperation calls f with each member of each path item of doc, as
+// "method /path"; those that are not operations never match.
+func eachOperation(doc *yaml.Node, f func(op string, node *yaml.Node)) {
 	paths := mapValue(doc.Content[0], "paths")
 	if paths == nil {
 		return
@@ -213,10 +214,7 @@ func annotationLines(doc *yaml.Node, lines map[int]string) {
 	for i := 0; i+1 < len(paths.Content); i += 2 {
 		item := paths.Content[i+1]
 		for j := 0; j+1 < len(item.Content); j += 2 {
-			op := item.Content[j+1]
-			if len(op.Content) > 0 && op.Content[0].Value == "x-idempotent" {
-				lines[op.Content[0].Line] = item.Content[j].Value + " " + paths.Content[i].Value
-			}
+			f(item.Content[j].Value+" "+paths.Content[i].Value, item.Content[j+1])
 		}
 	}
 }
