@@ -106,7 +106,8 @@ func newCanonicalGen(oapiSrc []byte) (*canonicalGen, error) {
 	return g, nil
 }
 
-// operation writes op's fingerprint function and returns its name.
+// operation writes op's fingerprint function and returns the call of it
+// that the generated handler makes.
 func (g *canonicalGen) operation(op *operation, src fingerprintSource) string {
 	name := g.unusedName(lowerFirst(op.GoName) + "Fingerprint")
 	g.request = op.GoName + "RequestObject"
@@ -165,19 +166,23 @@ func (g *canonicalGen) params(b *strings.Builder, key string, params []fingerpri
 	b.WriteString("\tw.EndObject()\n")
 }
 
+// The expressions of bodies that are not fields of the request object.
+const (
+	formBody      = "idem.PostForm(ctx)" // the form as sent
+	multipartBody = "multipartParts"     // the parts idem.ReadMultipartRequest read
+)
+
 // part writes a body: the form as sent, the multipart parts read, or the
 // typed body.
 func (g *canonicalGen) part(b *strings.Builder, p fingerprintPart, excl [][]string) {
-	switch p.Expr {
-	case "idem.PostForm(ctx)", "multipartParts":
-		if len(excl) == 0 && p.Expr != "multipartParts" {
-			fmt.Fprintf(b, "\tw.Form(%s)\n", p.Expr)
-			return
-		}
+	switch {
+	case p.Expr == formBody && len(excl) == 0:
+		fmt.Fprintf(b, "\tw.Form(%s)\n", p.Expr)
+	case p.Expr == formBody || p.Expr == multipartBody:
 		fmt.Fprintf(b, "\tw.Value(%s%s)\n", p.Expr, pointerArgs(excl))
-		return
+	default:
+		g.value(b, p.Expr, g.exprType(p.Expr), false, excl)
 	}
-	g.value(b, p.Expr, g.exprType(p.Expr), false, excl)
 }
 
 // exprType is the type of request.Field or request.Params.Field.
@@ -307,7 +312,9 @@ func (g *canonicalGen) value(b *strings.Builder, e string, t ast.Expr, addressab
 		g.value(b, "*"+e, u.X, true, excl)
 		b.WriteString("\t}\n")
 	case *ast.SelectorExpr:
-		if x, ok := u.X.(*ast.Ident); ok && g.timePkg != "" && x.Name == g.timePkg && u.Sel.Name == "Time" && len(excl) == 0 {
+		// time.Time itself, not a type defined over it, which has none
+		// of its methods.
+		if x, ok := u.X.(*ast.Ident); ok && named == "" && g.timePkg != "" && x.Name == g.timePkg && u.Sel.Name == "Time" && len(excl) == 0 {
 			fmt.Fprintf(b, "\tw.Time(%s)\n", e)
 			return
 		}
@@ -396,7 +403,7 @@ func (g *canonicalGen) flush() {
 		typ := g.queue[0]
 		g.queue = g.queue[1:]
 		var b strings.Builder
-		fmt.Fprintf(&b, "\n// %s writes a %s in canonical form.\nfunc %s(w *idem.CanonicalWriter, v *%s) {\n", g.writers[typ], typ, g.writers[typ], typ)
+		fmt.Fprintf(&b, "\n// %s writes *v in canonical form.\nfunc %s(w *idem.CanonicalWriter, v *%s) {\n", g.writers[typ], g.writers[typ], typ)
 		depth := g.depth
 		g.depth = 0
 		g.structFields(&b, "v", g.underlying(ast.NewIdent(typ)).(*ast.StructType), nil)

@@ -90,7 +90,7 @@ func runFingerprintTest(t *testing.T, cfg *generator.Config, n int) {
 }
 
 func TestFingerprintWritersMatch(t *testing.T) {
-	for _, name := range []string{"orders", "payments", "refunds", "scopes", "declaredkey"} {
+	for _, name := range []string{"shapes", "orders", "payments", "refunds", "scopes", "declaredkey"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			runFingerprintTest(t, loadConfig(t, filepath.Join("testdata", name, "idemgen.yaml")), 2000)

@@ -360,10 +360,10 @@ func requestBody(d codegen.OperationDefinition) (jsonSchema *openapi3.Schema, bo
 	field := func(b codegen.RequestBodyDefinition, name string) string {
 		switch {
 		case b.NameTag == "Multipart":
-			return "multipartParts"
+			return multipartBody
 		case isForm(b.ContentType):
 			// The form as sent: the typed body drops unknown fields.
-			return "idem.PostForm(ctx)"
+			return formBody
 		}
 		return "request." + name
 	}

@@ -188,7 +188,7 @@ func createRealisticOrderFingerprint(ctx context.Context, request CreateRealisti
 	return w.Sum()
 }
 
-// canonicalNewOrder writes a NewOrder in canonical form.
+// canonicalNewOrder writes *v in canonical form.
 func canonicalNewOrder(w *idem.CanonicalWriter, v *NewOrder) {
 	w.BeginObject()
 	w.Key("customer_id")
@@ -206,7 +206,7 @@ func canonicalNewOrder(w *idem.CanonicalWriter, v *NewOrder) {
 	w.EndObject()
 }
 
-// canonicalItem writes a Item in canonical form.
+// canonicalItem writes *v in canonical form.
 func canonicalItem(w *idem.CanonicalWriter, v *Item) {
 	w.BeginObject()
 	w.Key("price_cents")

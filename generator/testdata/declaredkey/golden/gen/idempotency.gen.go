@@ -181,7 +181,7 @@ func createTransferFingerprint(ctx context.Context, request CreateTransferReques
 	return w.Sum()
 }
 
-// canonicalCreateTransferJSONRequestBody writes a CreateTransferJSONRequestBody in canonical form.
+// canonicalCreateTransferJSONRequestBody writes *v in canonical form.
 func canonicalCreateTransferJSONRequestBody(w *idem.CanonicalWriter, v *CreateTransferJSONRequestBody) {
 	w.BeginObject()
 	w.Key("amount_cents")

@@ -312,7 +312,7 @@ func createOrderFingerprint(ctx context.Context, request CreateOrderRequestObjec
 	return w.Sum()
 }
 
-// canonicalNewOrder writes a NewOrder in canonical form.
+// canonicalNewOrder writes *v in canonical form.
 func canonicalNewOrder(w *idem.CanonicalWriter, v *NewOrder) {
 	w.BeginObject()
 	w.Key("amount_cents")
@@ -347,7 +347,7 @@ func createPaymentFingerprint(ctx context.Context, request CreatePaymentRequestO
 	return w.Sum()
 }
 
-// canonicalNewPayment writes a NewPayment in canonical form.
+// canonicalNewPayment writes *v in canonical form.
 func canonicalNewPayment(w *idem.CanonicalWriter, v *NewPayment) {
 	w.BeginObject()
 	w.Key("amount_cents")

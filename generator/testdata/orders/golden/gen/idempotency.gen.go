@@ -245,7 +245,7 @@ func createOrderFingerprint(ctx context.Context, request CreateOrderRequestObjec
 	return w.Sum()
 }
 
-// canonicalNewOrder writes a NewOrder in canonical form.
+// canonicalNewOrder writes *v in canonical form.
 func canonicalNewOrder(w *idem.CanonicalWriter, v *NewOrder) {
 	w.BeginObject()
 	w.Key("amount_cents")

@@ -273,7 +273,7 @@ func createPaymentFingerprint(ctx context.Context, request CreatePaymentRequestO
 	return w.Sum()
 }
 
-// canonicalNewPayment writes a NewPayment in canonical form.
+// canonicalNewPayment writes *v in canonical form.
 func canonicalNewPayment(w *idem.CanonicalWriter, v *NewPayment) {
 	w.BeginObject()
 	w.Key("amount")

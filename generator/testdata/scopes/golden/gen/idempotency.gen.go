@@ -335,7 +335,7 @@ func createWidgetFingerprint(ctx context.Context, request CreateWidgetRequestObj
 	return w.Sum()
 }
 
-// canonicalNewWidget writes a NewWidget in canonical form.
+// canonicalNewWidget writes *v in canonical form.
 func canonicalNewWidget(w *idem.CanonicalWriter, v *NewWidget) {
 	w.BeginObject()
 	w.Key("name")

@@ -255,7 +255,7 @@ func createWidgetFingerprint(ctx context.Context, request CreateWidgetRequestObj
 	return w.Sum()
 }
 
-// canonicalCreateWidgetJSONRequestBody writes a CreateWidgetJSONRequestBody in canonical form.
+// canonicalCreateWidgetJSONRequestBody writes *v in canonical form.
 func canonicalCreateWidgetJSONRequestBody(w *idem.CanonicalWriter, v *CreateWidgetJSONRequestBody) {
 	w.BeginObject()
 	w.Key("name")
