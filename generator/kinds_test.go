@@ -247,11 +247,25 @@ func TestBodyLimitOnAnnotatedOnly(t *testing.T) {
 	srv := httptest.NewServer(newHandler(svc, memstore.New(memstore.Options{}), opts))
 	defer srv.Close()
 	body := ` + "`" + `{"amount_cents": 100, "currency": "EUR", "customer_id": "` + "`" + ` + strings.Repeat("c", 100) + ` + "`" + `"}` + "`" + `
+	small := ` + "`" + `{"amount_cents": 100, "currency": "EUR", "customer_id": "c"}` + "`" + `
 	for _, tc := range []struct {
-		path string
-		want int
-	}{{"/orders", 413}, {"/baseline/orders", 400}} {
-		req, _ := http.NewRequest("POST", srv.URL+tc.path, strings.NewReader(body))
+		path, body string
+		chunked    bool
+		want       int
+	}{
+		{"/orders", body, false, 413},
+		{"/baseline/orders", body, false, 400},
+		// Of undeclared length, the body is decoded as it arrives: a value
+		// past the limit fails the decoder, and a value within it followed
+		// by too much is caught after it.
+		{"/orders", body, true, 413},
+		{"/orders", small + strings.Repeat(" ", 64), true, 413},
+	} {
+		var r io.Reader = strings.NewReader(tc.body)
+		if tc.chunked {
+			r = io.MultiReader(r) // of unknown length: sent chunked
+		}
+		req, _ := http.NewRequest("POST", srv.URL+tc.path, r)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Account-Id", "a1")
 		req.Header.Set("Idempotency-Key", "k-limit")
@@ -262,7 +276,7 @@ func TestBodyLimitOnAnnotatedOnly(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != tc.want {
-			t.Errorf("POST %s with a %d-byte body: %d %s, want %d", tc.path, len(body), resp.StatusCode, b, tc.want)
+			t.Errorf("POST %s with a %d-byte body (chunked %v): %d %s, want %d", tc.path, len(tc.body), tc.chunked, resp.StatusCode, b, tc.want)
 		}
 	}
 	if svc.runs.Load() != 0 {

@@ -77,6 +77,10 @@ type operation struct {
 	// Multipart is the request field holding a multipart body, read
 	// before the fingerprint; "" when there is none.
 	Multipart string
+	// StreamBody is set when every body the operation takes is JSON,
+	// decoded as it arrives and fingerprinted from its decoded value: no
+	// buffer of the raw body is needed.
+	StreamBody bool
 
 	// Example is the request the conformance helpers send by default,
 	// built from the spec's examples.
@@ -234,7 +238,9 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	op.Fingerprint.Header = paramParts(d.HeaderParams, "request.Params.", excluded)
 
 	jsonSchema, body, tags, err := requestBody(d)
+	op.StreamBody = true
 	for _, b := range d.Bodies {
+		op.StreamBody = op.StreamBody && b.IsJSON()
 		if b.NameTag == "Multipart" {
 			op.Multipart = "Body"
 			if len(d.Bodies) > 1 {

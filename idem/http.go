@@ -25,20 +25,32 @@ func RequestFrom(ctx context.Context) *http.Request {
 	return r
 }
 
-// ReleaseBody lets go of the request's buffered body once the strict
-// handler has decoded it, so that a large body is not held twice, raw and
-// decoded, while the request runs.
-func ReleaseBody(ctx context.Context) {
-	if r := RequestFrom(ctx); r != nil {
-		r.Body = http.NoBody
+// EndBody ends the body's part in the request once the strict handler has
+// decoded it. A body ReadBody buffered is let go, so that a large body is
+// not held twice, raw and decoded, while the request runs. Of a body
+// BoundBody bounded, what the decoder left unread after the JSON value is
+// read and discarded, so that a body over the limit is refused even when
+// its value ends below it: EndBody returns the 413 *Problem then, or a
+// 400 *Problem when the rest cannot be read.
+func EndBody(ctx context.Context) error {
+	r := RequestFrom(ctx)
+	if r == nil {
+		return nil
 	}
+	body := r.Body
+	r.Body = http.NoBody
+	if b, ok := body.(boundedBody); ok {
+		if _, err := io.Copy(io.Discard, b); err != nil {
+			return bodyProblem(err)
+		}
+	}
+	return nil
 }
 
 // DefaultMaxJSONBodyBytes is what the generated handler bounds the bodies
 // of annotated operations by, when neither their annotation's max-body
 // nor the handler's option says: JSON, form and text bodies of an API
-// rarely need more, and each is buffered whole. Multipart bodies get
-// DefaultMaxMultipartBytes.
+// rarely need more. Multipart bodies get DefaultMaxMultipartBytes.
 const DefaultMaxJSONBodyBytes = 1 << 20
 
 // DefaultMaxBodyBytes bounds request bodies when LimitBody is given 0. It
@@ -70,33 +82,52 @@ func LimitBody(limit int64) func(http.Handler) http.Handler {
 // body is too large or cannot be read it answers w with a problem and
 // returns false: the request must go no further.
 func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
+	body, ok := bound(w, r, limit)
+	if body == nil {
+		return ok
+	}
+	data, err := readBody(body, r.ContentLength)
+	if err != nil {
+		WriteProblem(w, bodyProblem(err))
+		return false
+	}
+	r.Body = &bufferedBody{Reader: bytes.NewReader(data), data: data}
+	return true
+}
+
+// BoundBody bounds r's body to limit bytes as ReadBody does, without
+// reading it, for a body that is decoded as it arrives and needs no buffer
+// of its own: a JSON body, fingerprinted from its decoded value. A declared
+// length over the limit is answered with 413 at once; a body that turns
+// out longer fails its reads with *http.MaxBytesError, which RequestError
+// answers with 413, and EndBody checks what follows the decoded value.
+func BoundBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
+	body, ok := bound(w, r, limit)
+	if body != nil {
+		r.Body = boundedBody{body}
+	}
+	return ok
+}
+
+// bound returns r's body bounded to limit bytes, or nil when it has none
+// or is not to be bounded. A declared length over the limit is answered
+// with 413, and bound returns false.
+func bound(w http.ResponseWriter, r *http.Request, limit int64) (io.ReadCloser, bool) {
 	if limit == 0 {
 		limit = DefaultMaxBodyBytes
 	}
 	if limit < 0 || r.Body == nil || r.Body == http.NoBody {
-		return true
+		return nil, true
 	}
 	if r.ContentLength > limit {
 		WriteProblem(w, bodyTooLarge(limit))
-		return false
+		return nil, false
 	}
-	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
-	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		WriteProblem(w, bodyTooLarge(limit))
-		return false
-	}
-	if err != nil {
-		WriteProblem(w, &Problem{
-			Type:   TypeInvalidRequest,
-			Title:  "Invalid request",
-			Status: http.StatusBadRequest,
-			Detail: "The request body could not be read: " + err.Error() + ". Send the request again; it was not run.",
-		})
-		return false
-	}
-	r.Body = &bufferedBody{Reader: bytes.NewReader(body), data: body}
-	return true
+	return http.MaxBytesReader(w, r.Body, limit), true
 }
+
+// boundedBody is a body BoundBody bounded, for EndBody to tell.
+type boundedBody struct{ io.ReadCloser }
 
 // bufferedBody is a body ReadBody read whole: a reader over it, and the
 // bytes, for ReadMultipartRequest.
@@ -129,6 +160,20 @@ func bodyTooLarge(limit int64) *Problem {
 		Title:  "Request body too large",
 		Status: http.StatusRequestEntityTooLarge,
 		Detail: fmt.Sprintf("The request body is over the limit of %d bytes, so it was not run. Send a smaller body.", limit),
+	}
+}
+
+// bodyProblem answers a body that failed to read: 413 over the limit, else
+// 400.
+func bodyProblem(err error) *Problem {
+	if tooLarge, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return bodyTooLarge(tooLarge.Limit)
+	}
+	return &Problem{
+		Type:   TypeInvalidRequest,
+		Title:  "Invalid request",
+		Status: http.StatusBadRequest,
+		Detail: "The request body could not be read: " + err.Error() + ". Send the request again; it was not run.",
 	}
 }
 

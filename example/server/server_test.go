@@ -541,6 +541,29 @@ func TestBodyOverLimitIs413(t *testing.T) {
 		t.Fatalf("oversized body: %d %s", r.status, r.body)
 	}
 	e.expect(0, 0, 0)
+
+	// A body of undeclared length is decoded as it arrives: a value that
+	// runs past the limit, or a value within it followed by more than the
+	// limit allows, is a 413 all the same, and nothing runs.
+	for _, body := range []string{padded, order + strings.Repeat(" ", 200)} {
+		// A reader of unknown length: the client sends it chunked.
+		req, err := http.NewRequest("POST", e.url+"/orders", io.MultiReader(strings.NewReader(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Account-Id", "acct_1")
+		req.Header.Set("Idempotency-Key", "k1")
+		r, err := e.roundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.status != 413 || r.problem(t).Type != idem.TypeBodyTooLarge {
+			t.Fatalf("chunked %.40q...: %d %s", body, r.status, r.body)
+		}
+	}
+	e.expect(0, 0, 0)
+
 	if r := e.post("acct_1", order, "k1"); r.status != 201 {
 		t.Fatalf("body within the limit: %d %s", r.status, r.body)
 	}

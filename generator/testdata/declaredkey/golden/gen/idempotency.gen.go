@@ -71,8 +71,8 @@ func withIdempotencyRequest(f StrictHandlerFunc, _ string) StrictHandlerFunc {
 	}
 }
 
-// limitBodies bounds the bodies of the annotated operations' requests,
-// which the protocol buffers whole, and leaves the others alone.
+// limitBodies bounds the bodies of the annotated operations' requests
+// before anything reads them (see bodyBound), and leaves the others alone.
 func limitBodies(baseURL string, limit int64) MiddlewareFunc {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -83,7 +83,7 @@ func limitBodies(baseURL string, limit int64) MiddlewareFunc {
 				next.ServeHTTP(w, r)
 				return
 			}
-			if idem.ReadBody(w, r, bound.of(limit)) {
+			if bound.limit(w, r, limit) {
 				next.ServeHTTP(w, r)
 			}
 		})
@@ -92,22 +92,31 @@ func limitBodies(baseURL string, limit int64) MiddlewareFunc {
 
 // bodyBound is how an annotated operation's request bodies are bounded:
 // by its annotation's max-body, else by the handler's MaxBodyBytes, else
-// by the default for its kind of body.
-type bodyBound struct{ annotated, fallback int64 }
+// by the default for its kind of body. A JSON body is decoded as it
+// arrives (stream); any other is read whole first, for its fingerprint.
+type bodyBound struct {
+	annotated, fallback int64
+	stream              bool
+}
 
-func (b bodyBound) of(option int64) int64 {
+// limit bounds r's body, or answers w with a problem and returns false.
+func (b bodyBound) limit(w http.ResponseWriter, r *http.Request, option int64) bool {
+	limit := b.fallback
 	switch {
 	case b.annotated != 0:
-		return b.annotated
+		limit = b.annotated
 	case option != 0:
-		return option
+		limit = option
 	}
-	return b.fallback
+	if b.stream {
+		return idem.BoundBody(w, r, limit)
+	}
+	return idem.ReadBody(w, r, limit)
 }
 
 // idempotentRoutes are the annotated operations' routes.
 var idempotentRoutes = map[string]bodyBound{
-	"POST /transfers": {0, idem.DefaultMaxJSONBodyBytes},
+	"POST /transfers": {fallback: idem.DefaultMaxJSONBodyBytes, stream: true},
 }
 
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for
@@ -137,7 +146,9 @@ type idempotentServer[T any] struct {
 }
 
 func (s *idempotentServer[T]) CreateTransfer(ctx context.Context, request CreateTransferRequestObject) (CreateTransferResponseObject, error) {
-	idem.ReleaseBody(ctx) // decoded already
+	if err := idem.EndBody(ctx); err != nil { // decoded already
+		return nil, err
+	}
 	fingerprint, err := createTransferFingerprint(ctx, request)
 	if err != nil {
 		return nil, err

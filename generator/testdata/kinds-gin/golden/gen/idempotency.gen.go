@@ -125,13 +125,12 @@ func RegisterIdempotentHandlers[T any](router gin.IRouter, impl IdempotentServer
 	})
 }
 
-// limitBody bounds the bodies of the annotated operations' requests, which
-// the protocol buffers whole, before anything reads them, and leaves the
-// others alone.
+// limitBody bounds the bodies of the annotated operations' requests
+// before anything reads them (see bodyBound), and leaves the others alone.
 func limitBody(baseURL string, limit int64) MiddlewareFunc {
 	return func(c *gin.Context) {
 		bound, annotated := idempotentRoutes[c.Request.Method+" "+strings.TrimPrefix(c.FullPath(), baseURL)]
-		if annotated && !idem.ReadBody(c.Writer, c.Request, bound.of(limit)) {
+		if annotated && !bound.limit(c.Writer, c.Request, limit) {
 			c.Abort()
 		}
 	}
@@ -164,23 +163,32 @@ func (c ginRequestContext) Value(key any) any {
 
 // bodyBound is how an annotated operation's request bodies are bounded:
 // by its annotation's max-body, else by the handler's MaxBodyBytes, else
-// by the default for its kind of body.
-type bodyBound struct{ annotated, fallback int64 }
+// by the default for its kind of body. A JSON body is decoded as it
+// arrives (stream); any other is read whole first, for its fingerprint.
+type bodyBound struct {
+	annotated, fallback int64
+	stream              bool
+}
 
-func (b bodyBound) of(option int64) int64 {
+// limit bounds r's body, or answers w with a problem and returns false.
+func (b bodyBound) limit(w http.ResponseWriter, r *http.Request, option int64) bool {
+	limit := b.fallback
 	switch {
 	case b.annotated != 0:
-		return b.annotated
+		limit = b.annotated
 	case option != 0:
-		return option
+		limit = option
 	}
-	return b.fallback
+	if b.stream {
+		return idem.BoundBody(w, r, limit)
+	}
+	return idem.ReadBody(w, r, limit)
 }
 
 // idempotentRoutes are the annotated operations' routes, as gin spells them.
 var idempotentRoutes = map[string]bodyBound{
-	"POST /orders":   {0, idem.DefaultMaxJSONBodyBytes},
-	"POST /payments": {65536, idem.DefaultMaxJSONBodyBytes},
+	"POST /orders":   {fallback: idem.DefaultMaxJSONBodyBytes, stream: true},
+	"POST /payments": {annotated: 65536, fallback: idem.DefaultMaxJSONBodyBytes, stream: true},
 }
 
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for
@@ -224,7 +232,9 @@ func (s *idempotentServer[T]) ListOrders(ctx context.Context, request ListOrders
 
 func (s *idempotentServer[T]) CreateOrder(ctx context.Context, request CreateOrderRequestObject) (CreateOrderResponseObject, error) {
 	ctx = requestContext(ctx)
-	idem.ReleaseBody(ctx) // decoded already
+	if err := idem.EndBody(ctx); err != nil { // decoded already
+		return nil, err
+	}
 	fingerprint, err := createOrderFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
@@ -254,7 +264,9 @@ func (s *idempotentServer[T]) GetOrder(ctx context.Context, request GetOrderRequ
 
 func (s *idempotentServer[T]) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
 	ctx = requestContext(ctx)
-	idem.ReleaseBody(ctx) // decoded already
+	if err := idem.EndBody(ctx); err != nil { // decoded already
+		return nil, err
+	}
 	fingerprint, err := createPaymentFingerprint(ctx, request)
 	if err != nil {
 		return nil, err

@@ -76,8 +76,8 @@ func withIdempotencyRequest(f StrictHandlerFunc, _ string) StrictHandlerFunc {
 	}
 }
 
-// limitBodies bounds the bodies of the annotated operations' requests,
-// which the protocol buffers whole, and leaves the others alone.
+// limitBodies bounds the bodies of the annotated operations' requests
+// before anything reads them (see bodyBound), and leaves the others alone.
 func limitBodies(baseURL string, limit int64) MiddlewareFunc {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -88,7 +88,7 @@ func limitBodies(baseURL string, limit int64) MiddlewareFunc {
 				next.ServeHTTP(w, r)
 				return
 			}
-			if idem.ReadBody(w, r, bound.of(limit)) {
+			if bound.limit(w, r, limit) {
 				next.ServeHTTP(w, r)
 			}
 		})
@@ -97,23 +97,32 @@ func limitBodies(baseURL string, limit int64) MiddlewareFunc {
 
 // bodyBound is how an annotated operation's request bodies are bounded:
 // by its annotation's max-body, else by the handler's MaxBodyBytes, else
-// by the default for its kind of body.
-type bodyBound struct{ annotated, fallback int64 }
+// by the default for its kind of body. A JSON body is decoded as it
+// arrives (stream); any other is read whole first, for its fingerprint.
+type bodyBound struct {
+	annotated, fallback int64
+	stream              bool
+}
 
-func (b bodyBound) of(option int64) int64 {
+// limit bounds r's body, or answers w with a problem and returns false.
+func (b bodyBound) limit(w http.ResponseWriter, r *http.Request, option int64) bool {
+	limit := b.fallback
 	switch {
 	case b.annotated != 0:
-		return b.annotated
+		limit = b.annotated
 	case option != 0:
-		return option
+		limit = option
 	}
-	return b.fallback
+	if b.stream {
+		return idem.BoundBody(w, r, limit)
+	}
+	return idem.ReadBody(w, r, limit)
 }
 
 // idempotentRoutes are the annotated operations' routes.
 var idempotentRoutes = map[string]bodyBound{
-	"POST /accounts/{account_id}/orders":              {0, idem.DefaultMaxJSONBodyBytes},
-	"DELETE /accounts/{account_id}/orders/{order_id}": {0, idem.DefaultMaxJSONBodyBytes},
+	"POST /accounts/{account_id}/orders":              {fallback: idem.DefaultMaxJSONBodyBytes, stream: true},
+	"DELETE /accounts/{account_id}/orders/{order_id}": {fallback: idem.DefaultMaxJSONBodyBytes, stream: true},
 }
 
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for
@@ -149,7 +158,9 @@ func (s *idempotentServer[T]) ListOrders(ctx context.Context, request ListOrders
 }
 
 func (s *idempotentServer[T]) CreateOrder(ctx context.Context, request CreateOrderRequestObject) (CreateOrderResponseObject, error) {
-	idem.ReleaseBody(ctx) // decoded already
+	if err := idem.EndBody(ctx); err != nil { // decoded already
+		return nil, err
+	}
 	fingerprint, err := createOrderFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
@@ -174,7 +185,9 @@ type createOrderAnswer struct{ *idem.Response }
 func (a createOrderAnswer) VisitCreateOrderResponse(w http.ResponseWriter) error { return a.Write(w) }
 
 func (s *idempotentServer[T]) CancelOrder(ctx context.Context, request CancelOrderRequestObject) (CancelOrderResponseObject, error) {
-	idem.ReleaseBody(ctx) // decoded already
+	if err := idem.EndBody(ctx); err != nil { // decoded already
+		return nil, err
+	}
 	fingerprint, err := cancelOrderFingerprint(ctx, request)
 	if err != nil {
 		return nil, err

@@ -77,8 +77,8 @@ func withIdempotencyRequest(f StrictHandlerFunc, _ string) StrictHandlerFunc {
 	}
 }
 
-// limitBodies bounds the bodies of the annotated operations' requests,
-// which the protocol buffers whole, and leaves the others alone.
+// limitBodies bounds the bodies of the annotated operations' requests
+// before anything reads them (see bodyBound), and leaves the others alone.
 func limitBodies(baseURL string, limit int64) MiddlewareFunc {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -89,7 +89,7 @@ func limitBodies(baseURL string, limit int64) MiddlewareFunc {
 				next.ServeHTTP(w, r)
 				return
 			}
-			if idem.ReadBody(w, r, bound.of(limit)) {
+			if bound.limit(w, r, limit) {
 				next.ServeHTTP(w, r)
 			}
 		})
@@ -98,25 +98,34 @@ func limitBodies(baseURL string, limit int64) MiddlewareFunc {
 
 // bodyBound is how an annotated operation's request bodies are bounded:
 // by its annotation's max-body, else by the handler's MaxBodyBytes, else
-// by the default for its kind of body.
-type bodyBound struct{ annotated, fallback int64 }
+// by the default for its kind of body. A JSON body is decoded as it
+// arrives (stream); any other is read whole first, for its fingerprint.
+type bodyBound struct {
+	annotated, fallback int64
+	stream              bool
+}
 
-func (b bodyBound) of(option int64) int64 {
+// limit bounds r's body, or answers w with a problem and returns false.
+func (b bodyBound) limit(w http.ResponseWriter, r *http.Request, option int64) bool {
+	limit := b.fallback
 	switch {
 	case b.annotated != 0:
-		return b.annotated
+		limit = b.annotated
 	case option != 0:
-		return option
+		limit = option
 	}
-	return b.fallback
+	if b.stream {
+		return idem.BoundBody(w, r, limit)
+	}
+	return idem.ReadBody(w, r, limit)
 }
 
 // idempotentRoutes are the annotated operations' routes.
 var idempotentRoutes = map[string]bodyBound{
-	"POST /pings":               {0, idem.DefaultMaxJSONBodyBytes},
-	"PUT /settings":             {0, idem.DefaultMaxJSONBodyBytes},
-	"POST /widgets":             {0, idem.DefaultMaxJSONBodyBytes},
-	"POST /widgets/{id}/copies": {0, idem.DefaultMaxJSONBodyBytes},
+	"POST /pings":               {fallback: idem.DefaultMaxJSONBodyBytes, stream: true},
+	"PUT /settings":             {fallback: idem.DefaultMaxJSONBodyBytes, stream: true},
+	"POST /widgets":             {fallback: idem.DefaultMaxJSONBodyBytes, stream: true},
+	"POST /widgets/{id}/copies": {fallback: idem.DefaultMaxJSONBodyBytes, stream: true},
 }
 
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for
@@ -169,7 +178,9 @@ type idempotentServer[T any] struct {
 }
 
 func (s *idempotentServer[T]) Ping(ctx context.Context, request PingRequestObject) (PingResponseObject, error) {
-	idem.ReleaseBody(ctx) // decoded already
+	if err := idem.EndBody(ctx); err != nil { // decoded already
+		return nil, err
+	}
 	fingerprint, err := pingFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
@@ -194,7 +205,9 @@ type pingAnswer struct{ *idem.Response }
 func (a pingAnswer) VisitPingResponse(w http.ResponseWriter) error { return a.Write(w) }
 
 func (s *idempotentServer[T]) ReplaceSettings(ctx context.Context, request ReplaceSettingsRequestObject) (ReplaceSettingsResponseObject, error) {
-	idem.ReleaseBody(ctx) // decoded already
+	if err := idem.EndBody(ctx); err != nil { // decoded already
+		return nil, err
+	}
 	fingerprint, err := replaceSettingsFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
@@ -221,7 +234,9 @@ func (a replaceSettingsAnswer) VisitReplaceSettingsResponse(w http.ResponseWrite
 }
 
 func (s *idempotentServer[T]) CreateWidget(ctx context.Context, request CreateWidgetRequestObject) (CreateWidgetResponseObject, error) {
-	idem.ReleaseBody(ctx) // decoded already
+	if err := idem.EndBody(ctx); err != nil { // decoded already
+		return nil, err
+	}
 	fingerprint, err := createWidgetFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
@@ -246,7 +261,9 @@ type createWidgetAnswer struct{ *idem.Response }
 func (a createWidgetAnswer) VisitCreateWidgetResponse(w http.ResponseWriter) error { return a.Write(w) }
 
 func (s *idempotentServer[T]) CopyWidget(ctx context.Context, request CopyWidgetRequestObject) (CopyWidgetResponseObject, error) {
-	idem.ReleaseBody(ctx) // decoded already
+	if err := idem.EndBody(ctx); err != nil { // decoded already
+		return nil, err
+	}
 	fingerprint, err := copyWidgetFingerprint(ctx, request)
 	if err != nil {
 		return nil, err
