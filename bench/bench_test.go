@@ -312,10 +312,19 @@ func TestShortRun(t *testing.T) {
 	if replay.DB.Statements["select"] != replay.Requests || replay.DB.writingCommits() != 0 || replay.PGRows != 0 || abs(replay.PGCommits-replay.Requests) > 4 {
 		t.Errorf("replay: %d requests, statements %+v, %d rows, %d pg commits", replay.Requests, replay.DB, replay.PGRows, replay.PGCommits)
 	}
-	// The memory measurement sent its bodies, each answered 201, and read
-	// a peak no lower than the idle size.
-	if m := rep.Memory; m == nil || m.Outcomes["201"] != 2 || m.PeakRSS < m.IdleRSS || m.IdleRSS == 0 {
-		t.Errorf("memory: %+v", m)
+	// The memory measurement sent its bodies to both endpoints, each
+	// answered 201, and read a peak no lower than the idle size.
+	m := rep.Memory
+	if m == nil || m.Baseline == nil {
+		t.Fatalf("memory: %+v", m)
+	}
+	for _, m := range []*memoryResult{m, m.Baseline} {
+		if m.Outcomes["201"] != 2 || m.PeakRSS < m.IdleRSS || m.IdleRSS == 0 {
+			t.Errorf("memory of %s: %+v", m.Path, m)
+		}
+	}
+	if m.Path != memoryPath || m.Baseline.Path != memoryBaselinePath {
+		t.Errorf("memory measured %s and %s", m.Path, m.Baseline.Path)
 	}
 }
 

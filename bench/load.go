@@ -122,17 +122,35 @@ func runLoad(ctx context.Context, opts options, p progress, root, tmp string, lo
 	}
 	rep.PoolSeen = l.poolSeen
 	if opts.bigBodies > 0 {
-		// Last, so that the memory it leaves does not weigh on the others.
-		p.printf("memory: %d bodies of %d MiB at once", opts.bigBodies, opts.bodyMiB)
-		m, err := measureMemory(ctx, srv, opts.bigBodies, int64(opts.bodyMiB)<<20)
-		if err != nil {
-			return nil, fmt.Errorf("memory: %w\nserver log:\n%s", err, srv.tail())
+		// Last, each on a server of its own, so that neither the
+		// scenarios' memory nor the other measurement's weighs on it.
+		var m [2]memoryResult
+		for i, path := range []string{memoryPath, memoryBaselinePath} {
+			p.printf("memory: %d bodies of %d MiB at once to %s", opts.bigBodies, opts.bodyMiB, path)
+			if m[i], err = measureFresh(ctx, bin, dbURL, logTo, path, opts.bigBodies, int64(opts.bodyMiB)<<20); err != nil {
+				return nil, fmt.Errorf("memory: %w", err)
+			}
+			p.printf("memory: %.2fx the bodies' total over the idle server", m[i].Ratio)
 		}
-		p.printf("memory: %.2fx the bodies' total over the idle server", m.Ratio)
-		rep.Memory = &m
+		m[0].Baseline = &m[1]
+		rep.Memory = &m[0]
 	}
 	rep.finish()
 	return rep, nil
+}
+
+// measureFresh runs measureMemory on a server started for it.
+func measureFresh(ctx context.Context, bin, dbURL string, logTo io.Writer, path string, n int, size int64) (memoryResult, error) {
+	srv, err := startServer(ctx, bin, dbURL, logTo)
+	if err != nil {
+		return memoryResult{}, err
+	}
+	defer srv.stop()
+	m, err := measureMemory(ctx, srv, path, n, size)
+	if err != nil {
+		return m, fmt.Errorf("%s: %w\nserver log:\n%s", path, err, srv.tail())
+	}
+	return m, nil
 }
 
 // loadRun drives the server and reads its counters around each scenario.

@@ -110,7 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		fs.PrintDefaults()
 	}
 	fs.IntVar(&o.conns, "conns", 16, "client connections, one goroutine each, in a closed loop")
-	fs.IntVar(&o.bigBodies, "big-bodies", 30, "after the scenarios, send this many POST /realistic/orders at once, each body -body-mib MiB (one line item's SKU), and report the server's peak resident memory; 0 skips it")
+	fs.IntVar(&o.bigBodies, "big-bodies", 30, "after the scenarios, send this many POST /realistic/orders at once, each body -body-mib MiB (one line item's SKU), and report the server's peak resident memory, then the same to the unannotated /realistic/baseline/orders, each on a fresh server; 0 skips it")
 	fs.IntVar(&o.bodyMiB, "body-mib", 31, "the size of each -big-bodies body, in MiB (the server's limit is 32)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time per scenario, in total over the rounds")
 	fs.IntVar(&o.rounds, "rounds", 1, "run the scenarios this many times in turn, each for duration/rounds, and add up; spreads bursts of noise from other work over all of them")

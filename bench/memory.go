@@ -19,8 +19,9 @@ import (
 // memoryResult is the server's resident memory under concurrent
 // maximum-size bodies: what a body costs beyond its own size.
 type memoryResult struct {
-	Bodies    int   `json:"bodies"`
-	BodyBytes int64 `json:"body_bytes"`
+	Path      string `json:"path"`
+	Bodies    int    `json:"bodies"`
+	BodyBytes int64  `json:"body_bytes"`
 	// IdleRSS is the server's resident memory before, PeakRSS its peak
 	// while the bodies were served (VmHWM, reset before), in bytes.
 	IdleRSS int64 `json:"idle_rss_bytes"`
@@ -28,12 +29,22 @@ type memoryResult struct {
 	// Ratio is (PeakRSS - IdleRSS) over the bodies' total.
 	Ratio    float64          `json:"ratio_to_bodies"`
 	Outcomes map[string]int64 `json:"outcomes"`
+	// Baseline is the same measurement on the unannotated endpoint: what
+	// decoding the bodies and the business work cost without the layer.
+	Baseline *memoryResult `json:"baseline,omitempty"`
 }
 
-// measureMemory sends n annotated requests of size bytes each at once, and
+// The endpoints the memory measurement sends its bodies to: the same
+// order, with and without the layer.
+const (
+	memoryPath         = "/realistic/orders"
+	memoryBaselinePath = "/realistic/baseline/orders"
+)
+
+// measureMemory sends n requests of size bytes each at once to path, and
 // reads the server's resident memory around them.
-func measureMemory(ctx context.Context, srv *serverProc, n int, size int64) (memoryResult, error) {
-	res := memoryResult{Bodies: n, BodyBytes: size, Outcomes: map[string]int64{}}
+func measureMemory(ctx context.Context, srv *serverProc, path string, n int, size int64) (memoryResult, error) {
+	res := memoryResult{Path: path, Bodies: n, BodyBytes: size, Outcomes: map[string]int64{}}
 	pid := srv.pid()
 	// Writing 5 to clear_refs resets the peak (VmHWM) to the current size.
 	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
@@ -62,7 +73,7 @@ func measureMemory(ctx context.Context, srv *serverProc, n int, size int64) (mem
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.url+"/realistic/orders", bytes.NewReader(body))
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.url+path, bytes.NewReader(body))
 			if err == nil {
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("X-Account-Id", account)

@@ -257,6 +257,9 @@ func checkTargets(r *report) []target {
 		mem.Status = metOrMissed(m.Ratio <= 1.3)
 		mem.Detail = fmt.Sprintf("%.2fx: %d bodies of %.0f MiB, %.0f MiB in all; %.0f MiB idle, %.0f MiB at the peak",
 			m.Ratio, m.Bodies, mib(m.BodyBytes), mib(int64(m.Bodies)*m.BodyBytes), mib(m.IdleRSS), mib(m.PeakRSS))
+		if b := m.Baseline; b != nil {
+			mem.Detail += fmt.Sprintf("; the same bodies to the unannotated %s: %.2fx, so the layer's own share is %+.2fx", b.Path, b.Ratio, m.Ratio-b.Ratio)
+		}
 	}
 	return append(ts, mem)
 }
