@@ -18,12 +18,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// advisoryLocks counts the advisory locks any session holds: none may
-// outlive the attempt that took it.
+// advisoryLocks counts the advisory locks any session holds in the pool's
+// database: none may outlive the attempt that took it. (pg_locks shows the
+// whole cluster, where other tests run at the same time.)
 func advisoryLocks(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
 	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted`).Scan(&n); err != nil {
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -96,6 +96,11 @@ func (p *proc) log() string {
 	return p.logs.String()
 }
 
+// client fails a request the server does not answer within a minute, so
+// that a test waiting on it fails with its own message rather than at the
+// test binary's timeout.
+var client = &http.Client{Timeout: time.Minute}
+
 type reply struct {
 	status int
 	header http.Header
@@ -112,7 +117,7 @@ func post(url, key, body string) (reply, error) {
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return reply{}, err
 	}
@@ -161,7 +166,7 @@ func TestServerOverHTTP(t *testing.T) {
 	}
 	req, _ := http.NewRequest("GET", p.url+"/orders?customer_id=cus_1", nil)
 	req.Header.Set("X-Account-Id", "acct_1")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,12 +200,15 @@ func TestCrashMidHandlerRunsOnceOnRetry(t *testing.T) {
 	p1 := start(t, bin, dbURL, "-work-delay", "1h")
 	go post(p1.url, "k1", order) // answered by the crash, not by the server
 
-	// Wait until the attempt holds its claim: the advisory lock of the
-	// key is granted to the server's transaction, in this test's database
-	// (pg_locks shows the whole cluster).
+	// Wait until the attempt holds its claim: the key's advisory lock is
+	// granted to the server's session exclusively, in this test's database
+	// (pg_locks shows the whole cluster). A lookup also takes the lock
+	// shared, for the time of its statement, which is not a claim: a
+	// duplicate sent then could claim the key first and run for the hour.
 	deadline := time.Now().Add(30 * time.Second)
 	const claimed = `SELECT count(*) FROM pg_locks
-		WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+		WHERE locktype = 'advisory' AND mode = 'ExclusiveLock' AND granted
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
 	for count(t, pool, claimed) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the first attempt never claimed its key:\n%s", p1.log())
@@ -250,7 +258,7 @@ func pay(url, key, orderID string, amount int) (reply, error) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Account-Id", "acct_1")
 	req.Header.Set("Idempotency-Key", key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return reply{}, err
 	}
