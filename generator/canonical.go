@@ -36,8 +36,7 @@ type fingerprintSource struct {
 	Path, Query, Header []fingerprintPart
 	// Body is the fingerprinted body: none, one part (Name ""), or the
 	// bodies of several media types by tag.
-	Body    []fingerprintPart
-	HasBody bool
+	Body []fingerprintPart
 	// Exclude are the JSON pointers into the body that do not count.
 	Exclude []string
 }
@@ -121,7 +120,7 @@ func (g *canonicalGen) operation(op *operation, src fingerprintSource) string {
 	// The members in canonical (sorted) order: body, header, operation,
 	// path, query; an empty set of parameters is left out, as is a body
 	// the operation does not have.
-	if src.HasBody {
+	if len(src.Body) > 0 {
 		b.WriteString("\tw.Key(\"body\")\n")
 		excl := pointers(src.Exclude)
 		if len(src.Body) == 1 && src.Body[0].Name == "" {

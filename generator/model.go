@@ -63,7 +63,6 @@ type operation struct {
 	TTL, Lease           string // Go expressions
 	MaxBody              int64  // the annotation's max-body; 0 for the handler's option
 	TTLText              string
-	Exclude              []string
 	// ScopeHeader is the header parameter that scopes keys, as the spec
 	// spells it; "" when there is none.
 	ScopeHeader string
@@ -251,7 +250,7 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	if err != nil {
 		return fail(a.Pos, "%v", err)
 	}
-	op.Fingerprint.Body, op.Fingerprint.HasBody = body, len(body) > 0
+	op.Fingerprint.Body = body
 	if err := replayable(d); err != nil {
 		return fail(a.Pos, "%v", err)
 	}
@@ -266,20 +265,18 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 			return fail(p.Pos, "fingerprint.exclude %s: %v", p.Value, err)
 		}
 		if len(tags) == 0 {
-			op.Exclude = append(op.Exclude, p.Value)
-			op.Fingerprint.Exclude = op.Exclude
+			op.Fingerprint.Exclude = append(op.Fingerprint.Exclude, p.Value)
 			continue
 		}
 		// With several media types the fingerprinted body is an
 		// idem.Params of the bodies by tag: the pointer applies under each.
 		for i, tag := range tags {
 			if isForm(d.Bodies[i].ContentType) {
-				op.Exclude = append(op.Exclude, "/"+tag+"/"+formKey(p.Value))
+				op.Fingerprint.Exclude = append(op.Fingerprint.Exclude, "/"+tag+"/"+formKey(p.Value))
 				continue
 			}
-			op.Exclude = append(op.Exclude, "/"+tag+p.Value)
+			op.Fingerprint.Exclude = append(op.Fingerprint.Exclude, "/"+tag+p.Value)
 		}
-		op.Fingerprint.Exclude = op.Exclude
 	}
 	return nil
 }
