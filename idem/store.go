@@ -38,7 +38,9 @@ type Record struct {
 	RecoveryPoint string
 	// Generation counts the uses of the key: 1 for the first, one more
 	// each time it is claimed anew after its TTL. Derived keys differ
-	// from one generation to the next.
+	// from one generation to the next. A store keeps it past the reaper
+	// for every key whose attempts derived a key (see
+	// DerivationRecorder): such a row is emptied, not deleted.
 	Generation int64
 	// Attempt counts the row's claims, takeovers included; a Claim names
 	// the one it read, so that it succeeds only on the row it decided on.
@@ -62,14 +64,56 @@ type Claim struct {
 	// Attempt is the Record's Attempt: 0 when no row was found.
 	Attempt int64
 	// Generation is the generation the attempt belongs to, as the engine
-	// counts it from the Record (see Record.Generation); a store that
-	// writes the key's row when the attempt ends records it there.
+	// counts it from the Record (see Record.Generation). Stores record it
+	// as given and never count generations themselves.
 	Generation int64
 	// Takeover claims the in-flight row the Record read, whose lease has
 	// passed: it resumes at the row's recovery point, in the same
 	// generation. Otherwise the key must be free: no row, or the completed
 	// row read, past its TTL, which a new generation replaces.
 	Takeover bool
+}
+
+// RowState is what a claim needs to know of a key's row as it is when the
+// claim is made.
+type RowState struct {
+	Found bool
+	// Terminal: the row holds a response, or held one and was emptied by
+	// the reaper. Otherwise it is an attempt in flight.
+	Terminal bool
+	Attempt  int64
+	// Expired: the row's TTL has passed. LeasePassed: the lease of an
+	// in-flight row has passed.
+	Expired, LeasePassed bool
+}
+
+// Claimable reports whether claim c, decided on from an earlier read of
+// the key, may be made on the key's row as it is now: the claim holds only
+// while the row is still as read. A new use needs no row (Attempt 0) or
+// the terminal row read, past its TTL; a takeover needs the in-flight row
+// read, past its lease. This is the one rule every store applies; the
+// Postgres store's SQL function idemgen_claimable says the same, and the
+// conformance suite holds both to it.
+func Claimable(row RowState, c Claim) bool {
+	switch {
+	case !row.Found:
+		return c.Attempt == 0 && !c.Takeover
+	case row.Attempt != c.Attempt:
+		return false
+	case c.Takeover:
+		return !row.Terminal && row.LeasePassed
+	}
+	return row.Terminal && row.Expired
+}
+
+// DerivationRecorder is a Txn that records that its attempt derived a key
+// (Attempt.DerivedKey), so that the store keeps the key's generation when
+// the reaper ends its row: the key's next use then counts the next
+// generation, and derives keys never used before. The engine calls
+// RecordDerivation at most once, before the attempt ends. A phased
+// attempt's lease counts as derived from the start.
+type DerivationRecorder interface {
+	RecordDerivation()
 }
 
 // ErrContended reports that a claim lost a race: another attempt holds the

@@ -51,11 +51,18 @@ type row struct {
 	attempt     int64
 	// running is true while a phase runs: a live claimant holds the key.
 	running bool
+	// derived is true once an attempt on the key derived a key: Reap then
+	// empties the row instead of deleting it, keeping its generation.
+	derived bool
+	// emptied marks a row Reap emptied: terminal, past its TTL, with no
+	// fingerprint or response.
+	emptied bool
 }
 
 // claim is an atomic attempt's hold on a key.
 type claim struct {
-	c idem.Claim
+	c       idem.Claim
+	derived bool // guarded by Store.mu
 }
 
 // New returns an empty store.
@@ -79,15 +86,15 @@ func (s *Store) Lookup(_ context.Context, id idem.ID) (idem.Record, error) {
 		return rec, nil
 	}
 	rec.Found = true
-	rec.Completed = r.completed
+	rec.Completed = r.completed || r.emptied
 	rec.Held = rec.Held || r.running
 	rec.Fingerprint = r.fingerprint
-	rec.Expired = !now.Before(r.expires)
+	rec.Expired = r.emptied || !now.Before(r.expires)
 	rec.RecoveryPoint = r.point
 	rec.Generation = r.generation
 	rec.Attempt = r.attempt
 	rec.Response = r.response
-	if !r.completed {
+	if !rec.Completed {
 		rec.LeaseLeft = r.leaseUntil.Sub(now)
 	}
 	return rec, nil
@@ -100,33 +107,35 @@ func (s *Store) check(id idem.ID, c idem.Claim) bool {
 		return false
 	}
 	r := s.rows[id]
-	now := s.now()
-	switch {
-	case r == nil:
-		return c.Attempt == 0 && !c.Takeover
-	case r.attempt != c.Attempt || r.running:
-		return false
-	case c.Takeover:
-		return !r.completed && !now.Before(r.leaseUntil)
-	default:
-		return r.completed && !now.Before(r.expires)
+	if r == nil {
+		return idem.Claimable(idem.RowState{}, c)
 	}
+	if r.running {
+		return false
+	}
+	now := s.now()
+	return idem.Claimable(idem.RowState{
+		Found:       true,
+		Terminal:    r.completed || r.emptied,
+		Attempt:     r.attempt,
+		Expired:     r.emptied || !now.Before(r.expires),
+		LeasePassed: !now.Before(r.leaseUntil),
+	}, c)
 }
 
-// next is the row a claim that passed check leaves: a takeover keeps the
-// generation and recovery point; a new claim starts a generation. Callers
-// hold mu.
+// next is the row a claim that passed check leaves, in the generation the
+// engine counted: a takeover keeps the recovery point. Callers hold mu.
 func (s *Store) next(id idem.ID, c idem.Claim) *row {
 	now := s.now()
 	old := s.rows[id]
-	r := &row{fingerprint: c.Fingerprint, expires: now.Add(c.TTL), leaseUntil: now.Add(c.Lease), generation: 1, attempt: 1}
+	r := &row{fingerprint: c.Fingerprint, expires: now.Add(c.TTL), leaseUntil: now.Add(c.Lease), generation: max(c.Generation, 1), attempt: 1}
 	if old == nil {
 		return r
 	}
 	r.attempt = old.attempt + 1
-	r.generation = old.generation + 1
+	r.derived = old.derived
 	if c.Takeover {
-		r.generation, r.point = old.generation, old.point
+		r.point = old.point
 		if now.Before(old.expires) {
 			r.expires = old.expires
 		}
@@ -154,6 +163,8 @@ func (s *Store) Lease(_ context.Context, id idem.ID, c idem.Claim) (idem.Lease[N
 		return nil, idem.ErrContended
 	}
 	r := s.next(id, c)
+	// A phase may derive keys before anything of it is recorded.
+	r.derived = true
 	s.rows[id] = r
 	return &lease{s: s, id: id, r: r, attempt: r.attempt, point: r.point, lease: c.Lease}, nil
 }
@@ -166,6 +177,28 @@ func (s *Store) Begin(context.Context) (idem.Txn[NoTx], error) {
 // Secret returns a key made for this store; derived keys need not outlive
 // it, since its keys do not.
 func (s *Store) Secret(context.Context) ([]byte, error) { return s.secret, nil }
+
+// Reap ends the completed keys whose TTL has passed, as the Postgres
+// store's reaper does: a key whose attempts derived no key is deleted; one
+// whose attempts did is emptied, keeping its generation, so that its next
+// use derives keys never used before. It returns how many of each.
+func (s *Store) Reap() (deleted, emptied int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for id, r := range s.rows {
+		switch {
+		case !r.completed || now.Before(r.expires):
+		case r.derived:
+			r.completed, r.emptied, r.fingerprint, r.response = false, true, nil, nil
+			emptied++
+		default:
+			delete(s.rows, id)
+			deleted++
+		}
+	}
+	return deleted, emptied
+}
 
 // Len reports how many keys the store holds, expired ones included.
 func (s *Store) Len() int {
@@ -195,8 +228,19 @@ func (t *txn) Complete(_ context.Context, resp *idem.Response) error {
 	delete(t.s.claims, t.id)
 	r := t.s.next(t.id, t.claim.c)
 	r.completed, r.response = true, resp
+	r.derived = r.derived || t.claim.derived
 	t.s.rows[t.id] = r
 	return nil
+}
+
+// RecordDerivation notes that the attempt derived a key.
+func (t *txn) RecordDerivation() {
+	if t.claim == nil {
+		return
+	}
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	t.claim.derived = true
 }
 
 func (t *txn) Abort(context.Context) error {

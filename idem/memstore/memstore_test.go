@@ -31,8 +31,10 @@ func (c *clock) Add(d time.Duration) {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness[memstore.NoTx] {
 		c := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		store := memstore.New(memstore.Options{Now: c.Now})
 		return storetest.Harness[memstore.NoTx]{
-			Store: memstore.New(memstore.Options{Now: c.Now}),
+			Store: store,
+			Reap:  func(*testing.T) { store.Reap() },
 			// Every key in the suite lives an hour; move past it.
 			Expire: func(*testing.T, idem.ID) { c.Add(time.Hour) },
 			// And its leases a minute.

@@ -27,6 +27,26 @@ var schemaProbes = []struct {
 		'idemgen_start_phase(bigint, bigint, text, text, text, integer, bigint)'::regprocedure`},
 	{"0005_lookup_claims", `SELECT 'idemgen_try_claim(bigint, bigint, text, text, text)'::regprocedure,
 		'idemgen_release_claim(bigint)'::regprocedure`},
+	{"0006_retained_generations", `SELECT derived FROM idempotency_keys WHERE false`},
+	{"0006_retained_generations", `SELECT 'idemgen_claimable(boolean, text, timestamptz, timestamptz, integer, integer, boolean)'::regprocedure`},
+}
+
+// MinServerVersion is the oldest PostgreSQL the store runs on, as
+// server_version_num: 14 brought idle_session_timeout, which frees a key
+// whose holder vanished.
+const MinServerVersion = 140000
+
+// ErrServerVersion reports a PostgreSQL older than MinServerVersion;
+// Check's error matches it.
+var ErrServerVersion = errors.New("pgstore: PostgreSQL is too old for the key store")
+
+// checkVersion refuses a server_version_num older than MinServerVersion.
+func checkVersion(num int) error {
+	if num >= MinServerVersion {
+		return nil
+	}
+	return fmt.Errorf("%w: the server is PostgreSQL %d.%d, and the key store needs %d or later (it sets idle_session_timeout, so that a key whose holder vanished is freed); upgrade the server, or keep the key table on a newer one",
+		ErrServerVersion, num/10000, num%10000, MinServerVersion/10000)
 }
 
 // Check verifies that db holds the key store's tables, as new as this
@@ -35,6 +55,13 @@ var schemaProbes = []struct {
 // schema would answer every annotated request with a 500. Its error says
 // what to run.
 func Check(ctx context.Context, db DB) error {
+	var version int
+	if err := db.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		return fmt.Errorf("pgstore: check the server's version: %w", err)
+	}
+	if err := checkVersion(version); err != nil {
+		return err
+	}
 	for _, p := range schemaProbes {
 		_, err := db.Exec(ctx, p.sql)
 		if err == nil {

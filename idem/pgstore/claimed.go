@@ -84,6 +84,10 @@ type claimed struct {
 
 func (t *claimed) Tx() pgx.Tx { return ownedTx{t.tx} }
 
+// RecordDerivation marks the key's row as derived, so that the reaper
+// keeps its generation.
+func (t *claimed) RecordDerivation() { t.row.Derived = true }
+
 // Complete writes the key's row with the response and commits it with the
 // handler's writes, releasing the key, in one round trip. A handler that
 // ran no statement began no transaction: the row is then written on its
@@ -180,24 +184,26 @@ func (t *claimed) free(ctx context.Context, made bool) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.s.acquireTimeout)
 	defer cancel()
-	release := t.release(ctx)
-	b := &pgx.Batch{}
-	rollback := conn.PgConn().TxStatus() != 'I'
-	if rollback {
-		b.Queue("ROLLBACK")
+	// ROLLBACK and the release go as one simple-protocol message: a
+	// statement prepared first, as pgx's batches do, would be refused by
+	// a transaction an error aborted, and the connection lost with it.
+	prefix := ""
+	if conn.PgConn().TxStatus() != 'I' {
+		prefix = "ROLLBACK;\n"
 	}
-	b.Queue(release.sql, release.args...)
-	br := conn.SendBatch(ctx, b)
-	var err error
-	if rollback {
-		_, err = br.Exec()
-	}
+	sql, err := inlined(conn, prefix, t.release(ctx))
 	var released bool
 	if err == nil {
-		err = br.QueryRow().Scan(&released)
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
+		var results []*pgconn.Result
+		results, err = conn.PgConn().Exec(ctx, sql).ReadAll()
+		if err == nil {
+			last := results[len(results)-1]
+			if len(last.Rows) != 1 || len(last.Rows[0]) != 1 {
+				err = errors.New("pgstore: the release of the key's lock returned no row")
+			} else {
+				released = string(last.Rows[0][0]) == "t"
+			}
+		}
 	}
 	if err == nil && !released && made {
 		t.s.poolerNoticed(t.row)

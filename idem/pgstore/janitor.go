@@ -68,8 +68,14 @@ type ReapOptions struct {
 
 // ReapResult is what Store.Reap did.
 type ReapResult struct {
-	// Deleted counts the keys deleted or, with DryRun, that would be.
+	// Deleted counts the keys deleted or, with DryRun, that would be
+	// deleted or emptied.
 	Deleted int
+	// Emptied counts the keys whose attempts derived keys: their rows are
+	// emptied (no fingerprint, no response) instead of deleted, keeping
+	// the key's generation, so that its next use derives keys never used
+	// before.
+	Emptied int
 	// Batches counts the statements that deleted rows.
 	Batches int
 }
@@ -229,7 +235,10 @@ func (s *Store) reportAbandoned(ctx context.Context, opts SweepOptions) (SweepRe
 }
 
 // Reap deletes completed keys whose TTL has passed, in batches, oldest
-// first; with DryRun it only counts them. In-flight rows are never
+// first; with DryRun it only counts them. The row of a key whose attempts
+// derived a key (Attempt.DerivedKey) is emptied instead: it keeps only the
+// key and its generation, so that the key's next use counts the next
+// generation and never repeats a derived key. In-flight rows are never
 // deleted, even past their TTL: a sweep with Fail completes abandoned
 // ones, and a later Reap deletes them.
 //
@@ -259,20 +268,23 @@ func (s *Store) Reap(ctx context.Context, opts ReapOptions) (ReapResult, error) 
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("pgstore: reap: %w", err)
 		}
-		n, err := s.q.ReapExpired(ctx, int32(opts.BatchSize))
+		row, err := s.q.ReapExpired(ctx, int32(opts.BatchSize))
 		if err != nil {
 			return res, fmt.Errorf("pgstore: reap: delete expired keys: %w", err)
 		}
+		n := row.Deleted + row.Emptied
 		if n > 0 {
 			res.Batches++
-			res.Deleted += int(n)
+			res.Deleted += int(row.Deleted)
+			res.Emptied += int(row.Emptied)
 		}
 		if n < int64(opts.BatchSize) {
 			break
 		}
 	}
-	opts.Logger.LogAttrs(ctx, quietIfNone(res.Deleted), "idem: reaped expired keys",
+	opts.Logger.LogAttrs(ctx, quietIfNone(res.Deleted+res.Emptied), "idem: reaped expired keys",
 		slog.Int("deleted", res.Deleted),
+		slog.Int("emptied", res.Emptied),
 		slog.Int("batches", res.Batches),
 		slog.Duration("took", time.Since(start)))
 	return res, nil

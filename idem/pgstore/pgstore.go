@@ -191,18 +191,26 @@ func lookupParams(id idem.ID, claim bool, lease time.Duration) dbsqlc.LookupKeyP
 	}
 }
 
+// statusEmptied is the status of a row the reaper emptied, keeping only
+// the key and its generation (see Reap).
+const statusEmptied = "expired"
+
 // record is what a lookup's row reports.
 func record(row dbsqlc.LookupKeyRow) (idem.Record, error) {
 	rec := idem.Record{Held: row.Held, Found: row.Found}
 	if !row.Found {
 		return rec, nil
 	}
+	rec.Generation = row.Generation.Int64
+	rec.Attempt = int64(row.Attempt.Int32)
+	if row.Status.String == statusEmptied {
+		rec.Completed, rec.Expired = true, true
+		return rec, nil
+	}
 	rec.Completed = row.Status.String == "completed"
 	rec.Fingerprint = row.Fingerprint
 	rec.Expired = row.Expired
 	rec.RecoveryPoint = row.RecoveryPoint.String
-	rec.Generation = row.Generation.Int64
-	rec.Attempt = int64(row.Attempt.Int32)
 	if !rec.Completed {
 		rec.LeaseLeft = time.Duration(row.LeaseLeftMs) * time.Millisecond
 		return rec, nil
@@ -287,6 +295,7 @@ func claim(ctx context.Context, q *dbsqlc.Queries, id idem.ID, c idem.Claim) (at
 		Key:           id.Key,
 		Fingerprint:   c.Fingerprint,
 		LeaseMs:       c.Lease.Milliseconds(),
+		Generation:    max(c.Generation, 1),
 		TtlMs:         c.TTL.Milliseconds(),
 		Takeover:      c.Takeover,
 		ExpectAttempt: int32(c.Attempt),
@@ -344,6 +353,14 @@ type txn struct {
 }
 
 func (t *txn) Tx() pgx.Tx { return ownedTx{t.tx} }
+
+// RecordDerivation marks an atomic attempt's key row as derived, so that
+// the reaper keeps its generation.
+func (t *txn) RecordDerivation() {
+	if t.row != nil {
+		t.row.Derived = true
+	}
+}
 
 // Complete stores the response and commits it with the handler's writes:
 // an atomic attempt's key row, written here for the first time, or a

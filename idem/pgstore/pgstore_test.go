@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -63,8 +64,14 @@ func TestConformance(t *testing.T) {
 func conformance(t *testing.T, mode pgx.QueryExecMode) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness[pgx.Tx] {
 		pool := newModePool(t, mode)
+		store := pgstore.New(pool, pgstore.Options{})
 		return storetest.Harness[pgx.Tx]{
-			Store: pgstore.New(pool, pgstore.Options{}),
+			Store: store,
+			Reap: func(t *testing.T) {
+				if _, err := store.Reap(context.Background(), pgstore.ReapOptions{Logger: slog.New(slog.DiscardHandler)}); err != nil {
+					t.Fatal(err)
+				}
+			},
 			Expire: func(t *testing.T, id idem.ID) {
 				_, err := pool.Exec(context.Background(),
 					`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE scope = $1 AND operation = $2 AND key = $3`,

@@ -41,6 +41,16 @@ func states[T any]() []state[T] {
 			h.Expire(t, id)
 			return nothing
 		}},
+		{name: "emptied by the reaper", setup: func(t *testing.T, h Harness[T], id idem.ID) func() {
+			txn := mustClaim(t, h, id, claim)
+			if r, ok := txn.(idem.DerivationRecorder); ok {
+				r.RecordDerivation()
+			}
+			complete(t, txn, response(200, `{"stored":true}`))
+			h.Expire(t, id)
+			h.Reap(t)
+			return nothing
+		}},
 		{name: "live lease", phased: true, setup: func(t *testing.T, h Harness[T], id idem.ID) func() {
 			l := mustLease(t, h, id, idem.Claim{Fingerprint: fpA, TTL: time.Hour, Lease: 10 * time.Second})
 			advance(t, mustPhase(t, l), "a")
@@ -95,6 +105,7 @@ func testEngineAnswers[T any](t *testing.T, newHarness func(t *testing.T) Harnes
 		"uncommitted claim":                 {inUse, inUse}, // its request is not visible yet
 		"completed":                         {replay, reused},
 		"completed past TTL":                {run, run}, // a new generation
+		"emptied by the reaper":             {run, run}, // a new generation
 		"live lease":                        {{status: 409, retryAfter: "10"}, reused},
 		"running phase":                     {{status: 409, retryAfter: "10"}, reused},
 		"expired lease":                     {run, reused}, // a takeover
@@ -210,5 +221,89 @@ func testDerivedKeys[T any](t *testing.T, h Harness[T]) {
 	_, reused := send(false)
 	if len(reused) != 2 || reused[0].generation != 2 || reused[0].key == first[0].key || reused[0] != reused[1] {
 		t.Fatalf("after the TTL: %+v, want generation 2 with a new derived key (generation 1's was %q)", reused, first[0].key)
+	}
+}
+
+// testDerivedKeysAfterReap checks that the reaper cannot make a key's next
+// use repeat the derived keys of an earlier one: a key whose attempts
+// derived a key keeps its generation through the reaper, atomic or phased,
+// while derived keys stay the same through every retry of one use.
+func testDerivedKeysAfterReap[T any](t *testing.T, newHarness func(t *testing.T) Harness[T]) {
+	for _, phased := range []bool{false, true} {
+		name := "atomic"
+		if phased {
+			name = "phased"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			key := idem.ID{Scope: "acct_1", Operation: "createPayment", Key: "pay-1"}
+			e := idem.NewEngine(h.Store, idem.Options{Logger: quiet, Scope: func(context.Context, *http.Request) (string, error) { return key.Scope, nil }})
+			op := &idem.Operation{Name: key.Operation, TTL: time.Hour, Lease: time.Minute}
+			if phased {
+				op.RecoveryPoints = []string{"charged"}
+			}
+			// send runs one attempt, which derives the provider's key and
+			// then fails or answers 201; it returns the key and generation.
+			send := func(fail bool) (string, int64) {
+				t.Helper()
+				var derived string
+				var generation int64
+				r := httptest.NewRequest("POST", "/payments", nil)
+				r.Header.Set(idem.HeaderKey, key.Key)
+				ctx := idem.WithRequest(context.Background(), r)
+				created := func(w http.ResponseWriter) error { w.WriteHeader(http.StatusCreated); return nil }
+				var resp *idem.Response
+				var err error
+				if phased {
+					resp, err = e.ServePhased(ctx, op, fpA, func(ctx context.Context, at *idem.Attempt[T]) (string, idem.Writer, error) {
+						derived, generation = at.DerivedKey("charge"), at.Generation()
+						if fail {
+							return "", nil, errors.New("the provider timed out")
+						}
+						return "", created, nil
+					})
+				} else {
+					resp, err = e.Serve(ctx, op, fpA, func(ctx context.Context, at *idem.Attempt[T]) (idem.Writer, error) {
+						derived, generation = at.DerivedKey("charge"), at.Generation()
+						if fail {
+							return nil, errors.New("the provider timed out")
+						}
+						return created, nil
+					})
+				}
+				if fail != (err != nil) || (!fail && resp.Status != http.StatusCreated) {
+					t.Fatalf("attempt (fail: %v): %+v, %v", fail, resp, err)
+				}
+				return derived, generation
+			}
+			first, gen1 := send(false)
+			h.Expire(t, key)
+			h.Reap(t)
+			if rec := lookup(t, h, key); !rec.Found || rec.Generation != 1 || rec.Response != nil {
+				t.Fatalf("after the reaper: %+v, want the emptied row of generation 1, kept because its attempt derived a key", rec)
+			}
+			failed, genFailed := send(true)
+			retried, gen2 := send(false)
+			if gen1 != 1 || genFailed != 2 || gen2 != 2 {
+				t.Fatalf("generations %d, then %d and %d, want 1, then 2 for both attempts of the second use", gen1, genFailed, gen2)
+			}
+			if failed != retried {
+				t.Fatalf("the second use's retry derived %q, its failed attempt %q: want one key per use", retried, failed)
+			}
+			if retried == first {
+				t.Fatalf("the second use, after the reaper, derived the first use's key %q", first)
+			}
+			// Twice more through the reaper: never a key seen before.
+			seen := map[string]bool{first: true, retried: true}
+			for range 2 {
+				h.Expire(t, key)
+				h.Reap(t)
+				k, _ := send(false)
+				if seen[k] {
+					t.Fatalf("a later use derived %q, a key of an earlier use", k)
+				}
+				seen[k] = true
+			}
+		})
 	}
 }

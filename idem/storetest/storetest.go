@@ -27,6 +27,8 @@ type Harness[T any] struct {
 	// process had died; the suite's leases run at most a minute, except
 	// where noted. No phase of the key is running when it is called.
 	ExpireLease func(t *testing.T, id idem.ID)
+	// Reap runs the store's TTL reaper over every key past its TTL.
+	Reap func(t *testing.T)
 }
 
 // Run runs the suite; newHarness returns a store with no keys.
@@ -42,6 +44,7 @@ func Run[T any](t *testing.T, newHarness func(t *testing.T) Harness[T]) {
 		{"CompletedKeyCannotBeClaimed", testCompletedKeyCannotBeClaimed[T]},
 		{"ExpiredKeyStartsNewGeneration", testExpiredKeyIsNew[T]},
 		{"StaleClaimIsRefused", testStaleClaim[T]},
+		{"ClaimExpectingAReapedRowIsRefused", testClaimAfterReap[T]},
 		{"KeysIndependentAcrossScopesAndOperations", testIndependent[T]},
 		{"BeginWithoutKey", testBeginWithoutKey[T]},
 		{"ConcurrentClaimsOneWins", testConcurrentClaims[T]},
@@ -60,6 +63,7 @@ func Run[T any](t *testing.T, newHarness func(t *testing.T) Harness[T]) {
 	}
 	t.Run("EngineAnswers", func(t *testing.T) { testEngineAnswers(t, newHarness) })
 	t.Run("DerivedKeysChangeAfterTTL", func(t *testing.T) { testDerivedKeys(t, newHarness(t)) })
+	t.Run("DerivedKeysAfterReap", func(t *testing.T) { testDerivedKeysAfterReap(t, newHarness) })
 }
 
 var (
@@ -196,6 +200,28 @@ func testExpiredKeyIsNew[T any](t *testing.T, h Harness[T]) {
 	rec := lookup(t, h, id("k1"))
 	if !rec.Completed || rec.Expired || string(rec.Response.Body) != `{"n":2}` || !bytes.Equal(rec.Fingerprint, fpB) || rec.Generation != 2 {
 		t.Fatalf("expired key was not replaced by generation 2: %+v", rec)
+	}
+}
+
+// A claim decided on from a read of an expired row, which the reaper
+// deleted since, loses: claiming the key as new would put the engine's
+// generation and the row's apart. The engine reads again.
+func testClaimAfterReap[T any](t *testing.T, h Harness[T]) {
+	complete(t, mustClaim(t, h, id("k1"), claim), response(201, "{}"))
+	h.Expire(t, id("k1"))
+	stale := after(claim, lookup(t, h, id("k1")))
+	h.Reap(t)
+	if rec := lookup(t, h, id("k1")); rec.Found {
+		t.Fatalf("after the reaper: %+v, want no row (its attempt derived no key)", rec)
+	}
+	if _, err := h.Store.Claim(context.Background(), id("k1"), stale); !errors.Is(err, idem.ErrContended) {
+		t.Fatalf("Claim expecting the reaped row: err = %v, want ErrContended", err)
+	}
+	if _, err := h.Store.Lease(context.Background(), id("k1"), stale); !errors.Is(err, idem.ErrContended) {
+		t.Fatalf("Lease expecting the reaped row: err = %v, want ErrContended", err)
+	}
+	if rec := lookup(t, h, id("k1")); rec.Found || rec.Held {
+		t.Fatalf("after refused claims: %+v, want the key free", rec)
 	}
 }
 

@@ -78,29 +78,33 @@ WITH lock AS (
         set_config('idle_in_transaction_session_timeout', $2::bigint::text, true) AS idle_timeout
 ), claimed AS (
     INSERT INTO idempotency_keys AS k
-        (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, created_at, expires_at)
+        (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived, created_at, expires_at)
     SELECT $3::text, $4::text, $5::text, $6::bytea,
-        'in_flight', now() + $7::bigint * interval '1 millisecond', '', 1, 1,
-        now(), now() + $8::bigint * interval '1 millisecond'
+        'in_flight', now() + $7::bigint * interval '1 millisecond', '', 1, $8::bigint, true,
+        now(), now() + $9::bigint * interval '1 millisecond'
     FROM lock
     WHERE lock.got AND lock.idle_timeout IS NOT NULL
+      -- A row is proposed where a new use may claim the key without one,
+      -- or where one exists, for the update below to check; none where the
+      -- claim expected a row that is gone, which it must read again.
+      AND (idemgen_claimable(false, NULL, NULL, NULL, NULL, $10::integer, $11::boolean)
+           OR EXISTS (SELECT 1 FROM idempotency_keys AS r
+                      WHERE r.scope = $3 AND r.operation = $4 AND r.key = $5))
     ON CONFLICT (scope, operation, key) DO UPDATE
     SET fingerprint = excluded.fingerprint,
         status = 'in_flight',
         locked_until = excluded.locked_until,
-        recovery_point = CASE WHEN $9::boolean THEN k.recovery_point ELSE '' END,
-        generation = CASE WHEN $9::boolean THEN k.generation ELSE k.generation + 1 END,
+        recovery_point = CASE WHEN $11::boolean THEN k.recovery_point ELSE '' END,
+        generation = excluded.generation,
+        derived = true,
         attempt = k.attempt + 1,
         response_status = NULL,
         response_headers = NULL,
         response_body = NULL,
-        created_at = CASE WHEN $9::boolean THEN k.created_at ELSE excluded.created_at END,
-        expires_at = CASE WHEN $9::boolean AND k.expires_at > now() THEN k.expires_at ELSE excluded.expires_at END
-    WHERE k.attempt = $10::integer
-      AND CASE WHEN $9::boolean
-            THEN k.status = 'in_flight' AND k.locked_until <= now()
-            ELSE k.status = 'completed' AND k.expires_at <= now()
-          END
+        created_at = CASE WHEN $11::boolean THEN k.created_at ELSE excluded.created_at END,
+        expires_at = CASE WHEN $11::boolean AND k.expires_at > now() THEN k.expires_at ELSE excluded.expires_at END
+    WHERE idemgen_claimable(true, k.status, k.locked_until, k.expires_at, k.attempt,
+                            $10::integer, $11::boolean)
     RETURNING k.recovery_point, k.attempt, k.generation
 )
 SELECT lock.got, claimed.recovery_point, claimed.attempt, claimed.generation
@@ -115,9 +119,10 @@ type ClaimKeyParams struct {
 	Key           string
 	Fingerprint   []byte
 	LeaseMs       int64
+	Generation    int64
 	TtlMs         int64
-	Takeover      bool
 	ExpectAttempt int32
+	Takeover      bool
 }
 
 type ClaimKeyRow struct {
@@ -127,17 +132,17 @@ type ClaimKeyRow struct {
 	Generation    pgtype.Int8
 }
 
-// Claims a key: inside the attempt's transaction for an atomic attempt, on
-// its own (committing at once) for a phased one. The engine decided on
-// the claim from what LookupKey read, and it succeeds only while the row is
-// still that one (expect_attempt, 0 for none): a new key, a completed row
-// past its TTL (a new generation), or, with takeover, an in-flight row
-// whose lease has passed (same generation, recovery point kept). The
-// exclusive advisory lock makes concurrent duplicates see the key as held
-// without waiting for this transaction; got is false when someone else
-// holds it, and recovery_point is NULL when the row is not as expected.
-// The transaction may sit idle for at most idle_timeout_ms, so a holder
-// that vanishes frees the key within that bound.
+// Claims a key for a phased attempt, committing at once. The engine
+// decided on the claim from what LookupKey read, and it succeeds only
+// while the row is still that one (idemgen_claimable): no row, a terminal
+// row past its TTL (a new generation), or, with takeover, an in-flight
+// row whose lease has passed (same generation, recovery point kept). The
+// generation is the engine's, counted from the row it read. A phase may
+// derive keys before anything else of it commits, so a phased row counts
+// as derived from the start. The exclusive advisory lock makes concurrent
+// duplicates see the key as held without waiting for this transaction;
+// got is false when someone else holds it, and recovery_point is NULL
+// when the row is not as expected.
 func (q *Queries) ClaimKey(ctx context.Context, arg ClaimKeyParams) (ClaimKeyRow, error) {
 	row := q.db.QueryRow(ctx, claimKey,
 		arg.LockID,
@@ -147,9 +152,10 @@ func (q *Queries) ClaimKey(ctx context.Context, arg ClaimKeyParams) (ClaimKeyRow
 		arg.Key,
 		arg.Fingerprint,
 		arg.LeaseMs,
+		arg.Generation,
 		arg.TtlMs,
-		arg.Takeover,
 		arg.ExpectAttempt,
+		arg.Takeover,
 	)
 	var i ClaimKeyRow
 	err := row.Scan(
@@ -448,28 +454,50 @@ func (q *Queries) LookupKey(ctx context.Context, arg LookupKeyParams) (LookupKey
 	return i, err
 }
 
-const reapExpired = `-- name: ReapExpired :execrows
-DELETE FROM idempotency_keys AS k
-USING (
-    SELECT scope, operation, key
+const reapExpired = `-- name: ReapExpired :one
+WITH due AS (
+    SELECT scope, operation, key, derived
     FROM idempotency_keys
     WHERE status = 'completed' AND expires_at <= now()
     ORDER BY expires_at
     LIMIT $1::integer
     FOR UPDATE SKIP LOCKED
-) AS e
-WHERE k.scope = e.scope AND k.operation = e.operation AND k.key = e.key
+), deleted AS (
+    DELETE FROM idempotency_keys AS k
+    USING due AS e
+    WHERE NOT e.derived AND k.scope = e.scope AND k.operation = e.operation AND k.key = e.key
+    RETURNING 1
+), emptied AS (
+    UPDATE idempotency_keys AS k
+    SET status = 'expired',
+        fingerprint = ''::bytea,
+        response_status = NULL,
+        response_headers = NULL,
+        response_body = NULL
+    FROM due AS e
+    WHERE e.derived AND k.scope = e.scope AND k.operation = e.operation AND k.key = e.key
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM deleted)::bigint AS deleted, (SELECT count(*) FROM emptied)::bigint AS emptied
 `
 
-// The TTL reaper: deletes up to batch_size completed keys whose TTL has
-// passed, oldest first. In-flight rows are never touched, and rows another
-// transaction holds are skipped rather than waited for.
-func (q *Queries) ReapExpired(ctx context.Context, batchSize int32) (int64, error) {
-	result, err := q.db.Exec(ctx, reapExpired, batchSize)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+type ReapExpiredRow struct {
+	Deleted int64
+	Emptied int64
+}
+
+// The TTL reaper: ends up to batch_size completed keys whose TTL has
+// passed, oldest first. A key whose attempts derived no key is deleted; one
+// whose attempts did is emptied instead (no fingerprint, no response) and
+// marked 'expired', so that its next use counts the next generation and
+// derives keys never used before (see migration 0006). In-flight rows are
+// never touched, and rows another transaction holds are skipped rather
+// than waited for.
+func (q *Queries) ReapExpired(ctx context.Context, batchSize int32) (ReapExpiredRow, error) {
+	row := q.db.QueryRow(ctx, reapExpired, batchSize)
+	var i ReapExpiredRow
+	err := row.Scan(&i.Deleted, &i.Emptied)
+	return i, err
 }
 
 const releaseClaim = `-- name: ReleaseClaim :one
@@ -545,21 +573,22 @@ func (q *Queries) SetRecoveryPoint(ctx context.Context, arg SetRecoveryPointPara
 
 const storeResponse = `-- name: StoreResponse :exec
 INSERT INTO idempotency_keys AS k
-    (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation,
+    (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived,
      response_status, response_headers, response_body, created_at, expires_at)
 VALUES ($1, $2, $3, $4, 'completed', NULL, '',
-    $5, $6, $7,
+    $5, $6, $7, $8,
     -- As bytea, which every pgx query mode sends intact, then read as JSON.
-    convert_from($8::bytea, 'UTF8')::jsonb, $9,
-    now(), now() + $10::bigint * interval '1 millisecond')
+    convert_from($9::bytea, 'UTF8')::jsonb, $10,
+    now(), now() + $11::bigint * interval '1 millisecond')
 ON CONFLICT (scope, operation, key) DO UPDATE
 SET fingerprint = excluded.fingerprint,
     status = 'completed',
     locked_until = NULL,
     -- A takeover of a phased attempt's row keeps where it got to.
-    recovery_point = CASE WHEN $11::boolean THEN k.recovery_point ELSE '' END,
+    recovery_point = CASE WHEN $12::boolean THEN k.recovery_point ELSE '' END,
     attempt = excluded.attempt,
     generation = excluded.generation,
+    derived = k.derived OR excluded.derived,
     response_status = excluded.response_status,
     response_headers = excluded.response_headers,
     response_body = excluded.response_body,
@@ -574,6 +603,7 @@ type StoreResponseParams struct {
 	Fingerprint     []byte
 	Attempt         int32
 	Generation      int64
+	Derived         bool
 	ResponseStatus  pgtype.Int4
 	ResponseHeaders []byte
 	ResponseBody    []byte
@@ -586,6 +616,8 @@ type StoreResponseParams struct {
 // the row of an earlier generation past its TTL, which the attempt's
 // claim checked and its advisory lock keeps from changing; the row may
 // only have been reaped since, and the generation is the attempt's own.
+// derived stays true once any attempt on the key derived a key, so that
+// the reaper keeps the key's generation.
 func (q *Queries) StoreResponse(ctx context.Context, arg StoreResponseParams) error {
 	_, err := q.db.Exec(ctx, storeResponse,
 		arg.Scope,
@@ -594,6 +626,7 @@ func (q *Queries) StoreResponse(ctx context.Context, arg StoreResponseParams) er
 		arg.Fingerprint,
 		arg.Attempt,
 		arg.Generation,
+		arg.Derived,
 		arg.ResponseStatus,
 		arg.ResponseHeaders,
 		arg.ResponseBody,

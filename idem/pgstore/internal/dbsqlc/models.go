@@ -23,6 +23,7 @@ type IdempotencyKey struct {
 	ExpiresAt       pgtype.Timestamptz
 	Attempt         int32
 	Generation      int64
+	Derived         bool
 }
 
 type IdempotencySecret struct {
