@@ -56,6 +56,28 @@ type Operation struct {
 	ScopeHeader string
 }
 
+// ErrInvalidOperation reports an Operation the engine cannot serve, such
+// as one whose TTL or Lease is zero: its errors name the field.
+var ErrInvalidOperation = errors.New("idem: invalid operation")
+
+// Validate reports what is wrong with op, naming the field: an operation
+// without a name, or whose TTL or Lease is not positive, would silently
+// switch idempotency off (a zero TTL stores responses already expired, so
+// every retry runs again; a zero lease lets a retry take over between
+// phases). The engine refuses such an operation on every request; call
+// Validate at start to refuse it sooner.
+func (op *Operation) Validate() error {
+	switch {
+	case op.Name == "":
+		return fmt.Errorf("%w: Name is empty; set it to the operationId, which keys are scoped by", ErrInvalidOperation)
+	case op.TTL <= 0:
+		return fmt.Errorf("%w %s: TTL is %v; set it to how long a response is replayed, such as 24h (the annotation's ttl)", ErrInvalidOperation, op.Name, op.TTL)
+	case op.Lease <= 0:
+		return fmt.Errorf("%w %s: Lease is %v; set it to how long an attempt may hold the key before a retry takes over, such as 1m (the annotation's lease)", ErrInvalidOperation, op.Name, op.Lease)
+	}
+	return nil
+}
+
 // Options configure an Engine. The zero value works: one scope for all
 // requests, the default logger, Retry-After of one second.
 type Options struct {
@@ -125,6 +147,19 @@ type Attempt[T any] struct {
 	point      string
 	secret     []byte
 	nonce      string // the key of derived keys when the request sent none
+	// derived is set once the attempt derives a key; record, when set,
+	// tells the attempt's Txn then.
+	derived atomic.Bool
+	record  func()
+}
+
+// recordDerivations makes at tell txn when it derives a key, if txn keeps
+// that (see DerivationRecorder).
+func (a *Attempt[T]) recordDerivations(txn any) *Attempt[T] {
+	if r, ok := txn.(DerivationRecorder); ok {
+		a.record = r.RecordDerivation
+	}
+	return a
 }
 
 // Tx is the attempt's transaction (in a phased operation, the phase's).
@@ -145,6 +180,9 @@ func (a *Attempt[T]) RecoveryPoint() string { return a.point }
 // reuse after the TTL), and not computable by the client. For a request
 // sent without a key (its operation's key is optional) it is random.
 func (a *Attempt[T]) DerivedKey(name string) string {
+	if !a.derived.Swap(true) && a.record != nil {
+		a.record()
+	}
 	key := a.id.Key
 	if key == "" {
 		key = "\x00" + a.nonce // no valid Idempotency-Key starts with a NUL
@@ -198,15 +236,20 @@ const maxTries = 8
 // Fingerprint. It returns the response to send, or the handler's error,
 // which the caller answers with a 500.
 func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte, h Handler[T]) (*Response, error) {
+	if err := op.Validate(); err != nil {
+		return nil, err
+	}
 	id, resp, err := e.identify(ctx, op)
 	if resp != nil || err != nil {
 		return resp, err
 	}
+	// Read before any claim, which may hold the pool's last connection;
+	// the engine keeps it, so only its first request reads it.
+	secret, err := e.derivationSecret(ctx)
+	if err != nil {
+		return e.storeFailed(ctx, id, "secret", err), nil
+	}
 	if id.Key == "" {
-		secret, err := e.derivationSecret(ctx)
-		if err != nil {
-			return e.storeFailed(ctx, id, "secret", err), nil
-		}
 		txn, err := e.store.Begin(ctx)
 		if err != nil {
 			return e.storeFailed(ctx, id, "begin", err), nil
@@ -221,7 +264,8 @@ func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte
 			var txn Txn[T]
 			rec, txn, err = lc.LookupClaim(ctx, id, Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease, Generation: 1})
 			if txn != nil {
-				return e.executeClaimed(ctx, op, id, txn, h)
+				at := &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: 1}
+				return e.execute(ctx, op, txn, at.recordDerivations(txn), h)
 			}
 		} else {
 			rec, err = e.store.Lookup(ctx, id)
@@ -233,11 +277,6 @@ func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte
 		if resp != nil {
 			return resp, nil
 		}
-		// Read only now, so that replays, 409s and 422s never wait for it.
-		secret, err := e.derivationSecret(ctx)
-		if err != nil {
-			return e.storeFailed(ctx, id, "secret", err), nil
-		}
 		c.Generation = generation(rec, c)
 		txn, err := e.store.Claim(ctx, id, c)
 		if errors.Is(err, ErrContended) {
@@ -246,25 +285,13 @@ func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte
 		if err != nil {
 			return e.storeFailed(ctx, id, "claim", err), nil
 		}
-		at := &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: c.Generation}
+		at := (&Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: c.Generation}).recordDerivations(txn)
 		if c.Takeover {
 			e.log.InfoContext(ctx, "idem: took over an abandoned attempt", "operation", id.Operation, "scope", id.Scope, "recovery_point", rec.RecoveryPoint)
 		}
 		return e.execute(ctx, op, txn, at, h)
 	}
 	return e.keyInUse(e.retryAfter), nil
-}
-
-// executeClaimed runs the first attempt on a key that its lookup claimed.
-func (e *Engine[T]) executeClaimed(ctx context.Context, op *Operation, id ID, txn Txn[T], h Handler[T]) (*Response, error) {
-	secret, err := e.derivationSecret(ctx)
-	if err != nil {
-		endCtx, cancel := endContext(ctx, op)
-		defer cancel()
-		_ = txn.Abort(endCtx)
-		return e.storeFailed(ctx, id, "secret", err), nil
-	}
-	return e.execute(ctx, op, txn, &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: 1}, h)
 }
 
 // identify validates the request's key and finds its scope. It returns a
@@ -328,6 +355,10 @@ func (e *Engine[T]) requestScope(ctx context.Context, r *http.Request, op *Opera
 		return "", invalidScope(fmt.Sprintf("Operation %s scopes its Idempotency-Keys by the %s header, which the request does not have. Send the %s header that identifies your account or tenant.", op.Name, op.ScopeHeader, op.ScopeHeader))
 	case len(values) > 1:
 		return "", invalidScope(fmt.Sprintf("The %s header, which scopes Idempotency-Keys, appears %d times. Send it exactly once.", op.ScopeHeader, len(values)))
+	case strings.Contains(values[0], ","):
+		// A proxy joins repeated header lines with commas: treated as the
+		// repeated lines they may have been.
+		return "", invalidScope(fmt.Sprintf("The %s header, which scopes Idempotency-Keys, holds more than one value joined by a comma, as a proxy joins repeated header lines. Send it exactly once, with one value.", op.ScopeHeader))
 	}
 	if why := scopeInvalid(values[0]); why != "" {
 		return "", invalidScope(fmt.Sprintf("The %s header, which scopes Idempotency-Keys, %s.", op.ScopeHeader, why))

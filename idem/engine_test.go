@@ -107,7 +107,7 @@ func TestPanicIsReturnedAndReleases(t *testing.T) {
 func TestServeWithoutRequestInContext(t *testing.T) {
 	e := idem.NewEngine(memstore.New(memstore.Options{}), idem.Options{})
 	calls := 0
-	_, err := e.Serve(context.Background(), &idem.Operation{Name: "op"}, nil, created(&calls))
+	_, err := e.Serve(context.Background(), &idem.Operation{Name: "op", TTL: time.Hour, Lease: time.Minute}, nil, created(&calls))
 	if err == nil || calls != 0 {
 		t.Fatalf("Serve without a request: %v, %d calls", err, calls)
 	}
@@ -177,6 +177,42 @@ func TestStoreErrorAnswers(t *testing.T) {
 		resp, err := serve(t, e, op, http.Header{idem.HeaderKey: {"k"}}, created(&calls))
 		if err != nil || resp.Status != tc.status || !strings.Contains(string(resp.Body), tc.typ) || (resp.Header.Get("Retry-After") != "") != tc.retryAfter || calls != 0 {
 			t.Errorf("%v: %v %d %s %v, %d runs; want %d %s", tc.err, err, resp.Status, resp.Body, resp.Header, calls, tc.status, tc.typ)
+		}
+	}
+}
+
+// An operation whose zero fields would switch idempotency off is refused
+// on every request, with an error naming the field; its handler never
+// runs.
+func TestZeroOperationRefused(t *testing.T) {
+	e := idem.NewEngine(memstore.New(memstore.Options{}), idem.Options{Logger: quiet})
+	for _, tc := range []struct {
+		op    idem.Operation
+		field string
+	}{
+		{idem.Operation{TTL: time.Hour, Lease: time.Minute}, "Name"},
+		{idem.Operation{Name: "op", Lease: time.Minute}, "TTL"},
+		{idem.Operation{Name: "op", TTL: -time.Hour, Lease: time.Minute}, "TTL"},
+		{idem.Operation{Name: "op", TTL: time.Hour}, "Lease"},
+		{idem.Operation{Name: "op", TTL: time.Hour, Lease: time.Minute, RecoveryPoints: nil}, "RecoveryPoints"}, // phased only
+	} {
+		calls := 0
+		var err error
+		if tc.field == "RecoveryPoints" {
+			r := httptest.NewRequest("POST", "/", nil)
+			r.Header.Set(idem.HeaderKey, "k")
+			_, err = e.ServePhased(idem.WithRequest(context.Background(), r), &tc.op, nil, func(context.Context, *idem.Attempt[memstore.NoTx]) (string, idem.Writer, error) {
+				calls++
+				return "", nil, nil
+			})
+		} else {
+			_, err = serve(t, e, &tc.op, http.Header{idem.HeaderKey: {"k"}}, created(&calls))
+		}
+		if !errors.Is(err, idem.ErrInvalidOperation) || !strings.Contains(err.Error(), tc.field+" is") || calls != 0 {
+			t.Errorf("%+v: %v (%d runs), want ErrInvalidOperation naming %s and no run", tc.op, err, calls, tc.field)
+		}
+		if tc.field != "RecoveryPoints" && !errors.Is(tc.op.Validate(), idem.ErrInvalidOperation) {
+			t.Errorf("Validate(%+v) = nil", tc.op)
 		}
 	}
 }

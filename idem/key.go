@@ -34,6 +34,11 @@ func ParseKey(values []string) (string, error) {
 		return "", &KeyError{Reason: fmt.Sprintf("the header appears %d times; send it exactly once", len(values))}
 	}
 	v := strings.Trim(values[0], " \t")
+	if joined(v) {
+		// A proxy may merge repeated header lines into one, joined by
+		// commas: the same request must get the same answer either way.
+		return "", &KeyError{Reason: "the header holds more than one value, joined by a comma as a proxy joins repeated header lines; send it exactly once, and quote a key that contains a comma as an RFC 8941 string"}
+	}
 	if strings.HasPrefix(v, `"`) {
 		s, err := unquoteSFString(v)
 		if err != nil {
@@ -53,6 +58,25 @@ func ParseKey(values []string) (string, error) {
 		}
 	}
 	return v, nil
+}
+
+// joined reports whether a header value holds several values joined by
+// commas (RFC 9110 section 5.3): a comma outside an sf-string's quotes.
+func joined(v string) bool {
+	quoted, escaped := false, false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case escaped:
+			escaped = false
+		case quoted && c == '\\':
+			escaped = true
+		case c == '"':
+			quoted = !quoted
+		case c == ',' && !quoted:
+			return true
+		}
+	}
+	return false
 }
 
 // unquoteSFString decodes an RFC 8941 section 3.3.3 string.

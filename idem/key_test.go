@@ -38,6 +38,11 @@ func TestParseKey(t *testing.T) {
 		{"trailing backslash", []string{`"a\"`}, "", "may only escape"},
 		{"unescaped inner quote", []string{`"a"b"`}, "", `escape an inner "`},
 		{"non-ascii in sf-string", []string{"\"é\""}, "", "not printable ASCII"},
+		{"joined by a comma", []string{"a, b"}, "", "more than one value"},
+		{"joined without a space", []string{"a,b"}, "", "more than one value"},
+		{"joined sf-strings", []string{`"a", "b"`}, "", "more than one value"},
+		{"comma inside an sf-string", []string{`"a,b"`}, "a,b", ""},
+		{"escaped quote then comma inside", []string{`"a\",b"`}, `a",b`, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,25 +25,28 @@ type PhaseFunc[T any] func(ctx context.Context, at *Attempt[T]) (next string, w 
 // the first unfinished phase. A Go error or panic in a phase rolls back that
 // phase, releases the lease for a retry to take over, and is returned.
 func (e *Engine[T]) ServePhased(ctx context.Context, op *Operation, fingerprint []byte, run PhaseFunc[T]) (*Response, error) {
+	if err := op.Validate(); err != nil {
+		return nil, err
+	}
+	if len(op.RecoveryPoints) == 0 {
+		return nil, fmt.Errorf("%w %s: RecoveryPoints is empty; a phased operation needs at least one", ErrInvalidOperation, op.Name)
+	}
 	id, resp, err := e.identify(ctx, op)
 	if resp != nil || err != nil {
 		return resp, err
 	}
+	// Read before the claim, as Serve does.
+	secret, err := e.derivationSecret(ctx)
+	if err != nil {
+		return e.storeFailed(ctx, id, "secret", err), nil
+	}
 	if id.Key == "" {
-		secret, err := e.derivationSecret(ctx)
-		if err != nil {
-			return e.storeFailed(ctx, id, "secret", err), nil
-		}
 		return e.runKeyless(ctx, op, &Attempt[T]{id: id, secret: secret, nonce: nonce()}, run)
 	}
 	for range maxTries {
 		rec, c, resp := e.decide(ctx, op, id, fingerprint)
 		if resp != nil {
 			return resp, nil
-		}
-		secret, err := e.derivationSecret(ctx)
-		if err != nil {
-			return e.storeFailed(ctx, id, "secret", err), nil
 		}
 		c.Generation = generation(rec, c)
 		lease, err := e.store.Lease(ctx, id, c)
@@ -81,9 +84,11 @@ func (e *PhaseError) Unwrap() error { return e.Err }
 
 // runPhases runs the phases from at's recovery point to the response.
 func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T], at *Attempt[T], run PhaseFunc[T]) (*Response, error) {
-	endCtx, cancel := endContext(ctx, op)
-	defer cancel()
 	release := func() {
+		// Each end gets a bound of its own, from when it starts: the
+		// phases before it may have run for longer than one lease.
+		endCtx, cancel := endContext(ctx, op)
+		defer cancel()
 		if err := lease.Release(endCtx); err != nil {
 			e.log.ErrorContext(ctx, "idem: release lease", "operation", op.Name, "recovery_point", at.point, "error", err)
 		}

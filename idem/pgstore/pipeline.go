@@ -75,12 +75,20 @@ func (errRow) Scan(...any) error { return errNotPipelined }
 // trip, that pgx's BeginTx sends and answers with a pgx.Tx. The queries
 // given it hold no literals of their own, only placeholders.
 func withBegin(conn *pgx.Conn, st statement) (string, error) {
+	return inlined(conn, "BEGIN;\n", st)
+}
+
+// inlined returns prefix followed by st with its $n parameters replaced
+// by args as literals, to be sent as one simple-protocol message: one
+// round trip, and no statement to prepare, which a transaction that an
+// error aborted would refuse.
+func inlined(conn *pgx.Conn, prefix string, st statement) (string, error) {
 	query, args := st.sql, st.args
 	if conn.PgConn().ParameterStatus("standard_conforming_strings") != "on" {
 		return "", ErrSimpleProtocol
 	}
 	var b strings.Builder
-	b.WriteString("BEGIN;\n")
+	b.WriteString(prefix)
 	for i := 0; i < len(query); i++ {
 		if query[i] != '$' {
 			b.WriteByte(query[i])
