@@ -147,6 +147,10 @@ type Attempt[T any] struct {
 	point      string
 	secret     []byte
 	nonce      string // the key of derived keys when the request sent none
+	// started is when the attempt, or in a phased operation its phase,
+	// began holding the key: one that ran for longer than its lease was
+	// ended by the store, not by an outage.
+	started time.Time
 	// derived is set once the attempt derives a key; record, when set,
 	// tells the attempt's Txn then.
 	derived atomic.Bool
@@ -492,6 +496,7 @@ func endContext(ctx context.Context, op *Operation) (context.Context, context.Ca
 // execute runs the handler in the attempt and stores its response. A Go
 // error or a panic undoes the attempt so that a retry runs again.
 func (e *Engine[T]) execute(ctx context.Context, op *Operation, txn Txn[T], at *Attempt[T], h Handler[T]) (*Response, error) {
+	at.started = time.Now()
 	write, err := callHandler(ctx, at, h)
 	if err == nil && write == nil {
 		err = fmt.Errorf("idem: %s returned neither a response nor an error", at.id.Operation)
@@ -506,10 +511,10 @@ func (e *Engine[T]) execute(ctx context.Context, op *Operation, txn Txn[T], at *
 	endCtx, cancel := endContext(ctx, op)
 	defer cancel()
 	if err != nil {
-		return e.abort(ctx, endCtx, txn, at, err)
+		return e.abort(ctx, endCtx, op, txn, at, err)
 	}
 	if err := txn.Complete(endCtx, resp); err != nil {
-		return e.storeFailed(ctx, at.id, "complete", err), nil
+		return e.attemptFailed(ctx, op, at, "complete", err), nil
 	}
 	return resp, nil
 }
@@ -526,31 +531,88 @@ func callHandler[T any](ctx context.Context, at *Attempt[T], h Handler[T]) (w Wr
 
 // abort undoes an attempt whose handler failed and returns the failure.
 // When the attempt's own connection was lost, the handler's error came
-// from the store going away, and the client gets a 503 to retry on,
-// instead of a 500.
-func (e *Engine[T]) abort(ctx, endCtx context.Context, txn Txn[T], at *Attempt[T], handlerErr error) (*Response, error) {
+// from the store going away (or from the attempt overrunning its lease),
+// and the client gets an answer that says so instead of a 500; when the
+// client went away, the attempt was its cancellation.
+func (e *Engine[T]) abort(ctx, endCtx context.Context, op *Operation, txn Txn[T], at *Attempt[T], handlerErr error) (*Response, error) {
 	abortErr := txn.Abort(endCtx)
 	if pe, ok := errors.AsType[*PanicError](handlerErr); ok && pe.Value == http.ErrAbortHandler {
 		panic(http.ErrAbortHandler)
 	}
 	switch {
+	case ctx.Err() != nil:
+		return e.clientGone(ctx, at.id, "handler", handlerErr), nil
 	case errors.Is(abortErr, ErrStoreUnavailable):
-		return e.storeFailed(ctx, at.id, "handler", fmt.Errorf("%w (the handler failed with: %w)", abortErr, handlerErr)), nil
+		return e.attemptFailed(ctx, op, at, "handler", fmt.Errorf("%w (the handler failed with: %w)", abortErr, handlerErr)), nil
 	case abortErr != nil:
 		e.log.ErrorContext(ctx, "idem: abort attempt", "operation", at.id.Operation, "error", abortErr)
 	}
 	return nil, handlerErr
 }
 
+// attemptFailed answers an attempt whose store step failed after it began
+// holding the key. An attempt whose transaction the store ended because it
+// sat idle for longer than its lease gets an answer that names the
+// overrun rather than an outage: every retry would meet the same.
+func (e *Engine[T]) attemptFailed(ctx context.Context, op *Operation, at *Attempt[T], step string, err error) *Response {
+	if c, ok := e.store.(ErrorClassifier); ok && ctx.Err() == nil && !errors.Is(err, ErrLeaseOverrun) {
+		err = c.ClassifyError(err)
+	}
+	if ctx.Err() != nil || !errors.Is(err, ErrLeaseOverrun) {
+		return e.storeFailed(ctx, at.id, step, err)
+	}
+	took := time.Since(at.started).Round(time.Millisecond)
+	e.log.ErrorContext(ctx, "idem: attempt overran its lease, so the store ended its transaction; raise the operation's lease or bound the work inside it",
+		"step", step, "operation", at.id.Operation, "lease", op.Lease, "took", took, "recovery_point", at.point, "error", err)
+	detail := fmt.Sprintf("The request's work took %s, longer than operation %s's lease of %s, so the database ended its transaction and nothing of it was stored. Retrying runs it again and fails the same way until the work fits the lease; the API's operators have been told.", took, op.Name, op.Lease)
+	if at.point != "" {
+		detail = fmt.Sprintf("A step of the request took %s, longer than operation %s's lease of %s, so the database ended its transaction; the steps up to %q are kept. Retrying resumes there and fails the same way until the step fits the lease; the API's operators have been told.", took, op.Name, op.Lease, at.point)
+	}
+	return (&Problem{
+		Type:   TypeLeaseOverrun,
+		Title:  "Lease overrun",
+		Status: http.StatusInternalServerError,
+		Detail: detail,
+	}).Response()
+}
+
+// clientGone answers, for the logs alone, a request whose client went
+// away: its attempt rolled back, and nothing failed.
+func (e *Engine[T]) clientGone(ctx context.Context, id ID, step string, err error) *Response {
+	e.log.InfoContext(ctx, "idem: the client canceled the request; its attempt was rolled back", "step", step, "operation", id.Operation, "error", err)
+	return (&Problem{
+		Type:   TypeClientClosed,
+		Title:  "Client closed request",
+		Status: StatusClientClosed,
+		Detail: "The client closed the request before it was answered, so the request was rolled back and nothing was stored. A retry with the same Idempotency-Key runs it again.",
+	}).Response()
+}
+
+// StatusClientClosed is the status logged for a request whose client
+// went away before its answer, as proxies log it; nobody receives it.
+const StatusClientClosed = 499
+
+// Problem types of the answers about the store and the attempt's end.
+const (
+	TypeStoreBusy           = ProblemBase + "store-busy"
+	TypeCommitFailed        = ProblemBase + "commit-failed"
+	TypeTransactionConflict = ProblemBase + "transaction-conflict"
+	TypeLeaseOverrun        = ProblemBase + "lease-overrun"
+	TypeClientClosed        = ProblemBase + "client-closed-request"
+)
+
 // storeFailed answers a request whose store step failed, by the class of
 // the error (see ErrStoreUnavailable): only a store that cannot be
-// reached is a 503.
+// reached, or has no connection free, is a 503, and only a store whose
+// schema or permissions are wrong is called misconfigured.
 func (e *Engine[T]) storeFailed(ctx context.Context, id ID, step string, err error) *Response {
 	switch {
 	case ctx.Err() != nil:
 		// The client went away; the store did not fail, and nobody reads
 		// the answer.
-		e.log.InfoContext(ctx, "idem: request canceled", "step", step, "operation", id.Operation, "error", err)
+		return e.clientGone(ctx, id, step, err)
+	case errors.Is(err, ErrStoreBusy):
+		e.log.WarnContext(ctx, "idem: key store busy: no connection came free in time", "step", step, "operation", id.Operation, "error", err)
 		return e.unavailable(step, err)
 	case errors.Is(err, ErrStoreUnavailable):
 		e.log.ErrorContext(ctx, "idem: key store unavailable", "step", step, "operation", id.Operation, "error", err)
@@ -563,13 +625,40 @@ func (e *Engine[T]) storeFailed(ctx context.Context, id ID, step string, err err
 			Status: http.StatusBadRequest,
 			Detail: "The idempotency key store cannot hold this request's Idempotency-Key or scope. Send a shorter key with plain characters; the request was not run.",
 		}).Response()
+	case errors.Is(err, ErrStoreMisconfigured):
+		e.logMisconfigured(ctx, step, id, err)
+		return (&Problem{
+			Type:   TypeStoreMisconfigured,
+			Title:  "Key store misconfigured",
+			Status: http.StatusInternalServerError,
+			Detail: "The server's idempotency key store is misconfigured, so the request was not run. This is not a problem with the request: its operators have been told. Retrying with the same Idempotency-Key is safe.",
+		}).Response()
+	case errors.Is(err, ErrTransactionConflict):
+		e.log.WarnContext(ctx, "idem: the attempt's transaction conflicted with a concurrent one and was rolled back", "step", step, "operation", id.Operation, "error", err)
+		return (&Problem{
+			Type:       TypeTransactionConflict,
+			Title:      "Transaction conflict",
+			Status:     http.StatusInternalServerError,
+			Detail:     "The request's database transaction conflicted with a concurrent one (a serialization failure or a deadlock), so it was rolled back and nothing was stored. Retry after the Retry-After delay with the same Idempotency-Key: it runs again.",
+			RetryAfter: e.retryAfter,
+		}).Response()
+	case step == "complete" || step == "advance":
+		// The attempt's own writes failed when committed, such as a
+		// deferred constraint: the handler's doing, not the store's.
+		e.log.ErrorContext(ctx, "idem: the attempt's transaction failed at commit and was rolled back", "step", step, "operation", id.Operation, "error", err)
+		return (&Problem{
+			Type:   TypeCommitFailed,
+			Title:  "Commit failed",
+			Status: http.StatusInternalServerError,
+			Detail: "The request's database transaction failed when it was committed (for example a deferred constraint), so its writes were rolled back and nothing was stored. A retry with the same Idempotency-Key runs it again; the API's operators have been told.",
+		}).Response()
 	}
-	e.logMisconfigured(ctx, step, id, err)
+	e.log.ErrorContext(ctx, "idem: key store failed", "step", step, "operation", id.Operation, "error", err)
 	return (&Problem{
-		Type:   TypeStoreMisconfigured,
-		Title:  "Key store misconfigured",
+		Type:   TypeInternal,
+		Title:  "Internal error",
 		Status: http.StatusInternalServerError,
-		Detail: "The server's idempotency key store is misconfigured, so the request was not run. This is not a problem with the request: its operators have been told. Retrying with the same Idempotency-Key is safe.",
+		Detail: "The idempotency key store failed, so the request was not run and nothing was stored. A retry with the same Idempotency-Key is safe; the API's operators have been told.",
 	}).Response()
 }
 
@@ -594,8 +683,12 @@ func (e *Engine[T]) logMisconfigured(ctx context.Context, step string, id ID, er
 }
 
 func (e *Engine[T]) unavailable(step string, err error) *Response {
+	typ, title := TypeStoreUnavailable, "Key store unavailable"
 	detail := "The idempotency key store could not be reached, so the request was not run. Retry after the Retry-After delay with the same Idempotency-Key."
 	switch {
+	case errors.Is(err, ErrStoreBusy):
+		typ, title = TypeStoreBusy, "Key store busy"
+		detail = "The idempotency key store had no connection free in time, so the request was not run. Retry after the Retry-After delay with the same Idempotency-Key."
 	case errors.Is(err, ErrCommitUnknown):
 		detail = "The connection to the idempotency key store was lost while the request's result was being committed, so the request may have run. Retry after the Retry-After delay with the same Idempotency-Key: the retry returns the request's result, and runs only what did not commit."
 	case step == "handler":
@@ -606,8 +699,8 @@ func (e *Engine[T]) unavailable(step string, err error) *Response {
 		detail = "The idempotency key store failed before the request's result was committed, so its writes were rolled back and nothing was stored. Retry after the Retry-After delay with the same Idempotency-Key."
 	}
 	return (&Problem{
-		Type:       TypeStoreUnavailable,
-		Title:      "Key store unavailable",
+		Type:       typ,
+		Title:      title,
 		Status:     http.StatusServiceUnavailable,
 		Detail:     detail,
 		RetryAfter: e.retryAfter,

@@ -170,7 +170,11 @@ func TestStoreErrorAnswers(t *testing.T) {
 	}{
 		{fmt.Errorf("lookup: %w: connection refused", idem.ErrStoreUnavailable), 503, idem.TypeStoreUnavailable, true},
 		{fmt.Errorf("lookup: %w: invalid byte sequence", idem.ErrStoreRejectedInput), 400, idem.TypeInvalidRequest, false},
-		{errors.New("lookup: relation \"idempotency_keys\" does not exist"), 500, idem.TypeStoreMisconfigured, false},
+		{fmt.Errorf("lookup: %w: relation \"idempotency_keys\" does not exist", idem.ErrStoreMisconfigured), 500, idem.TypeStoreMisconfigured, false},
+		{fmt.Errorf("lookup: %w: %w: no connection came free", idem.ErrStoreUnavailable, idem.ErrStoreBusy), 503, idem.TypeStoreBusy, true},
+		{fmt.Errorf("lookup: %w: could not serialize access", idem.ErrTransactionConflict), 500, idem.TypeTransactionConflict, true},
+		// An error no class names is the store's failure, not a misconfiguration.
+		{errors.New("lookup: something unforeseen"), 500, idem.TypeInternal, false},
 	} {
 		e := idem.NewEngine(failingStore{memstore.New(memstore.Options{}), tc.err}, idem.Options{Logger: quiet})
 		calls := 0

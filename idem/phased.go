@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
+	"time"
 )
 
 // PhaseFunc runs the phase of a phased operation that starts at
@@ -107,14 +108,18 @@ func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T]
 			return e.storeFailed(ctx, at.id, "begin phase", err), nil
 		}
 		at.tx = ph.Tx()
+		at.started = time.Now()
 		next, resp, err := e.runPhase(ctx, op, ph, at, run)
 		if err != nil {
 			release()
-			if errors.Is(err, ErrStoreUnavailable) {
+			switch {
+			case ctx.Err() != nil:
+				return e.clientGone(ctx, at.id, "phase", err), nil
+			case errors.Is(err, ErrStoreUnavailable):
 				// The phase's connection was lost and the phase rolled
 				// back; if the release failed too, the lease lets a retry
 				// take over once it passes.
-				return e.storeFailed(ctx, at.id, "phase", err), nil
+				return e.attemptFailed(ctx, op, at, "phase", err), nil
 			}
 			return nil, &PhaseError{Operation: op.Name, Point: at.point, Err: err}
 		}
@@ -127,7 +132,7 @@ func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T]
 			case errors.Is(err, ErrLeaseLost):
 				return e.leaseLost(ctx, at), nil
 			case err != nil:
-				return e.storeFailed(ctx, at.id, "complete", err), nil
+				return e.attemptFailed(ctx, op, at, "complete", err), nil
 			}
 			return resp, nil
 		}
@@ -137,7 +142,7 @@ func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T]
 		case errors.Is(err, ErrLeaseLost):
 			return e.leaseLost(ctx, at), nil
 		case err != nil:
-			return e.storeFailed(ctx, at.id, "advance", err), nil
+			return e.attemptFailed(ctx, op, at, "advance", err), nil
 		}
 		at.point = next
 	}
@@ -202,18 +207,21 @@ func (e *Engine[T]) runKeyless(ctx context.Context, op *Operation, at *Attempt[T
 			return e.storeFailed(ctx, at.id, "begin", err), nil
 		}
 		at.tx = txn.Tx()
+		at.started = time.Now()
 		next, resp, err := e.runPhase(ctx, op, txn, at, run)
-		if errors.Is(err, ErrStoreUnavailable) {
-			return e.storeFailed(ctx, at.id, "handler", err), nil
-		}
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return e.clientGone(ctx, at.id, "handler", err), nil
+		case errors.Is(err, ErrStoreUnavailable):
+			return e.attemptFailed(ctx, op, at, "handler", err), nil
+		case err != nil:
 			return nil, err
 		}
 		endCtx, cancel := endContext(ctx, op)
 		err = txn.Complete(endCtx, resp)
 		cancel()
 		if err != nil {
-			return e.storeFailed(ctx, at.id, "complete", err), nil
+			return e.attemptFailed(ctx, op, at, "complete", err), nil
 		}
 		if resp != nil {
 			return resp, nil

@@ -139,7 +139,32 @@ var (
 	// ErrStoreRejectedInput: the store refused a value the request
 	// supplied. The engine answers 400.
 	ErrStoreRejectedInput = errors.New("idem: key store rejected the request's values")
+	// ErrStoreBusy, beside ErrStoreUnavailable: the store is reachable,
+	// but no connection came free within its bound. The engine answers
+	// 503 saying the store is busy, and logs a warning, not an error.
+	ErrStoreBusy = errors.New("idem: key store busy")
+	// ErrStoreMisconfigured: the store's schema is missing or older than
+	// the code, or its role may not use it. The engine answers 500 naming
+	// the fix, and logs each cause once.
+	ErrStoreMisconfigured = errors.New("idem: key store misconfigured")
+	// ErrTransactionConflict: the attempt's transaction lost to a
+	// concurrent one (a serialization failure or a deadlock) and was
+	// rolled back. The engine answers 500 with Retry-After: a retry with
+	// the same key runs it again and may well succeed.
+	ErrTransactionConflict = errors.New("idem: the attempt's transaction conflicted with a concurrent one")
+	// ErrLeaseOverrun: the attempt's transaction sat idle for longer than
+	// its lease, so the store ended it (the bound that frees the key of a
+	// holder that vanished). Every retry meets the same until the work
+	// fits the lease: the engine answers 500 naming the overrun.
+	ErrLeaseOverrun = errors.New("idem: the attempt overran its lease, so the store ended its transaction")
 )
+
+// ErrorClassifier is a Store that can classify an error a handler's own
+// statement returned, as it classifies its own: the engine asks it when an
+// attempt's connection was lost, to tell a lease overrun from an outage.
+type ErrorClassifier interface {
+	ClassifyError(err error) error
+}
 
 // Store is a key store. T is the transaction type an attempt hands to the
 // handler: pgx.Tx for the Postgres store.

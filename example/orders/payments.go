@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/idemgen/idemgen/example/gen"
 	"github.com/idemgen/idemgen/example/psp"
@@ -35,6 +36,11 @@ type payment struct {
 	gen.Payment
 	currency string
 }
+
+// chargeTimeout bounds the provider's charge call, inside createPayment's
+// lease of 5s (openapi.yaml), with a second to spare for the phase's own
+// statements.
+const chargeTimeout = 4 * time.Second
 
 // CreatePayment is createPayment's first phase: it checks the order and
 // records the payment, pending. Its reference is a key derived from the
@@ -77,6 +83,11 @@ func (s *Service) CreatePaymentAfterPaymentCreated(ctx context.Context, at *idem
 	if err != nil {
 		return gen.CreatePaymentStep{}, err
 	}
+	// The phase's transaction is open while the provider answers: the call
+	// must end within the phase's lease, or PostgreSQL ends the
+	// transaction and every retry overruns the same way.
+	ctx, cancel := context.WithTimeout(ctx, chargeTimeout)
+	defer cancel()
 	charge, err := s.PSP.Charge(ctx, at.DerivedKey("charge"), psp.ChargeRequest{
 		AmountCents: p.AmountCents,
 		Currency:    p.currency,

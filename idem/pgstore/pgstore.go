@@ -554,12 +554,45 @@ func (ownedTx) Rollback(context.Context) error { return ErrOwnedTx }
 // so it is decided here, where the error arises.
 func classify(what string, err error) error {
 	switch {
+	case errors.Is(err, ErrNoConnection):
+		return fmt.Errorf("pgstore: %s: %w: %w: %w", what, idem.ErrStoreUnavailable, idem.ErrStoreBusy, err)
+	case hasCode(err, "25P03") || hasCode(err, "57P05"):
+		// The transaction or session sat idle for longer than the
+		// attempt's lease, which sets these timeouts.
+		return fmt.Errorf("pgstore: %s: %w: %w", what, idem.ErrLeaseOverrun, err)
 	case unavailable(err):
 		return fmt.Errorf("pgstore: %s: %w: %w", what, idem.ErrStoreUnavailable, err)
 	case rejectedInput(err):
 		return fmt.Errorf("pgstore: %s: %w: %w", what, idem.ErrStoreRejectedInput, err)
+	case misconfigured(err):
+		return fmt.Errorf("pgstore: %s: %w: %w", what, idem.ErrStoreMisconfigured, err)
+	case hasCode(err, "40001") || hasCode(err, "40P01"): // serialization_failure, deadlock_detected
+		return fmt.Errorf("pgstore: %s: %w: %w", what, idem.ErrTransactionConflict, err)
 	}
 	return fmt.Errorf("pgstore: %s: %w", what, err)
+}
+
+// ClassifyError classifies an error of a handler's own statement as the
+// store's own are (see idem.ErrorClassifier).
+func (s *Store) ClassifyError(err error) error { return classify("attempt", err) }
+
+// misconfigured reports whether err means the store's schema is missing or
+// older than this code, or the role may not use it: what Check reports.
+// Any other error, such as a constraint of the handler's own writes
+// failing at COMMIT, is not the store's configuration.
+func misconfigured(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	if !ok {
+		return false
+	}
+	switch pgErr.Code {
+	case "42P01", "42703", "42883", "42704", // undefined table, column, function, object
+		"3F000", // invalid_schema_name
+		"42501", // insufficient_privilege
+		"25006": // read_only_sql_transaction: connected to a standby
+		return true
+	}
+	return false
 }
 
 // unavailable reports whether err means the database could not be reached
@@ -569,7 +602,6 @@ func unavailable(err error) bool {
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
 		switch pgErr.Code {
 		case "57P01", "57P02", "57P03", // admin_shutdown, crash_shutdown, cannot_connect_now
-			"57P05", "25P03", // the session or its transaction sat idle too long, and was ended
 			"53300": // too_many_connections
 			return true
 		}

@@ -284,3 +284,204 @@ func TestJoinedHeaderValues(t *testing.T) {
 		t.Fatal("the handler ran")
 	}
 }
+
+// answer is a response's status and problem type.
+func answerOf(t *testing.T, resp *idem.Response) string {
+	t.Helper()
+	if resp == nil {
+		return "no response"
+	}
+	return fmt.Sprintf("%d %s", resp.Status, strings.TrimPrefix(problemType(t, resp), idem.ProblemBase))
+}
+
+// The handler's own transaction failing at COMMIT is the handler's: a
+// deferred constraint and a statement whose failure the handler ignored
+// are a commit-failed 500 logged every time, a serialization failure a
+// 500 with a retry hint, and none of them is called a misconfiguration.
+func TestCommitErrorsAreNotMisconfiguration(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, nil)
+	for _, ddl := range []string{
+		`CREATE TABLE parents (id int PRIMARY KEY)`,
+		`CREATE TABLE children (parent int REFERENCES parents DEFERRABLE INITIALLY DEFERRED)`,
+		`CREATE TABLE tally (n int)`,
+	} {
+		if _, err := pool.Exec(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := &errLog{}
+	e := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: slog.New(log)})
+	op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Minute}
+	serve := func(key string, h idem.Handler[pgx.Tx]) *idem.Response {
+		t.Helper()
+		resp, err := e.Serve(keyed(key), op, []byte("a"), h)
+		if err != nil {
+			t.Fatalf("%s: %v, want an answer", key, err)
+		}
+		return resp
+	}
+	orphan := func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+		_, err := at.Tx().Exec(ctx, `INSERT INTO children VALUES (42)`)
+		return created("{}"), err
+	}
+	for i := range 2 {
+		if got := answerOf(t, serve(fmt.Sprintf("deferred-%d", i), orphan)); got != "500 commit-failed" {
+			t.Fatalf("deferred constraint at COMMIT: %s, want 500 commit-failed", got)
+		}
+	}
+	ignored := func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+		_, _ = at.Tx().Exec(ctx, `SELECT 1 / $1::int`, 0) // its error ignored
+		return created("{}"), nil
+	}
+	if got := answerOf(t, serve("ignored", ignored)); got != "500 commit-failed" {
+		t.Fatalf("a failed statement ignored: %s, want 500 commit-failed", got)
+	}
+	if errs := log.errors(); len(errs) != 3 || slicesContain(errs, "misconfigured") {
+		t.Fatalf("errors logged: %q, want one per failed commit and none about the store's configuration", errs)
+	}
+
+	// A serialization failure: the attempt and a concurrent transaction
+	// each read the tally and then add to it; the other commits first.
+	other, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback(ctx)
+	if _, err := other.Exec(ctx, `SELECT count(*) FROM tally`); err != nil {
+		t.Fatal(err)
+	}
+	resp := serve("conflict", func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+		if _, err := at.Tx().Exec(ctx, `SET TRANSACTION ISOLATION LEVEL SERIALIZABLE`); err != nil {
+			return nil, err
+		}
+		if _, err := at.Tx().Exec(ctx, `INSERT INTO tally SELECT count(*) FROM tally`); err != nil {
+			return nil, err
+		}
+		if _, err := other.Exec(ctx, `INSERT INTO tally SELECT count(*) FROM tally`); err != nil {
+			return nil, err
+		}
+		if err := other.Commit(ctx); err != nil {
+			return nil, err
+		}
+		return created("{}"), nil
+	})
+	if got := answerOf(t, resp); got != "500 transaction-conflict" || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("serialization failure at COMMIT: %s %v, want 500 transaction-conflict with Retry-After", got, resp.Header)
+	}
+	// Nothing of the failed attempts holds its key.
+	if got := answerOf(t, serve("deferred-0", func(context.Context, *idem.Attempt[pgx.Tx]) (idem.Writer, error) { return created("{}"), nil })); got != "201 " {
+		t.Fatalf("retry after a failed commit: %s, want 201", got)
+	}
+}
+
+func slicesContain(msgs []string, sub string) bool {
+	for _, m := range msgs {
+		if strings.Contains(m, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// A client that hangs up while its handler runs cancels the attempt: it
+// rolls back, is logged as a client cancel (not an outage, not a handler
+// failure) and leaves the key free.
+func TestClientCancelIsNotAnOutage(t *testing.T) {
+	pool := newPool(t, nil)
+	log := &errLog{}
+	e := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: slog.New(log)})
+	op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Minute}
+	pay := &idem.Operation{Name: "createPayment", TTL: time.Hour, Lease: time.Minute, RecoveryPoints: []string{"a"}}
+	for _, phased := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(keyed(fmt.Sprintf("k-%v", phased)))
+		work := func(ctx context.Context, at *idem.Attempt[pgx.Tx]) error {
+			if _, err := at.Tx().Exec(ctx, `SELECT 1`); err != nil {
+				return err
+			}
+			cancel() // the client hangs up while the work runs
+			_, err := at.Tx().Exec(ctx, `SELECT pg_sleep(30)`)
+			return err
+		}
+		var resp *idem.Response
+		var err error
+		if phased {
+			resp, err = e.ServePhased(ctx, pay, []byte("a"), func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (string, idem.Writer, error) {
+				return "", nil, work(ctx, at)
+			})
+		} else {
+			resp, err = e.Serve(ctx, op, []byte("a"), func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+				return nil, work(ctx, at)
+			})
+		}
+		if err != nil || answerOf(t, resp) != "499 client-closed-request" {
+			t.Fatalf("phased %v: %+v, %v; want the 499 of a client cancel", phased, resp, err)
+		}
+	}
+	if errs := log.errors(); len(errs) > 0 {
+		t.Fatalf("errors logged for client cancels: %q", errs)
+	}
+	if n := advisoryLocks(t, pool); n != 0 {
+		t.Fatalf("%d advisory locks held, want 0", n)
+	}
+	resp, err := e.Serve(keyed("k-false"), op, []byte("a"), func(context.Context, *idem.Attempt[pgx.Tx]) (idem.Writer, error) { return created("{}"), nil })
+	if err != nil || resp.Status != 201 {
+		t.Fatalf("retry: %+v, %v; want the key free", resp, err)
+	}
+}
+
+// Work that overruns its lease is ended by PostgreSQL's idle timeout,
+// which the lease sets: the answer and the log name the overrun, not an
+// outage, since every retry would meet the same.
+func TestLeaseOverrunIsNamed(t *testing.T) {
+	pool := newPool(t, nil)
+	log := &errLog{}
+	e := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: slog.New(log)})
+	op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Second}
+	resp, err := e.Serve(keyed("k"), op, []byte("a"), func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+		if _, err := at.Tx().Exec(ctx, `SELECT 1`); err != nil {
+			return nil, err
+		}
+		// A foreign call slower than the lease, the transaction idle.
+		time.Sleep(1500 * time.Millisecond)
+		_, err := at.Tx().Exec(ctx, `SELECT 1`)
+		return created("{}"), err
+	})
+	if err != nil || answerOf(t, resp) != "500 lease-overrun" || !bytes.Contains(resp.Body, []byte("lease of 1s")) {
+		t.Fatalf("%+v, %v; want a 500 lease-overrun naming the lease", resp, err)
+	}
+	if errs := log.errors(); len(errs) != 1 || !strings.Contains(errs[0], "overran its lease") {
+		t.Fatalf("errors logged: %q, want one naming the overrun", errs)
+	}
+}
+
+// A request that finds no connection free within the acquire bound is
+// told the store is busy, and logged as a warning, not an error.
+func TestNoFreeConnectionIsBusy(t *testing.T) {
+	pool := newConfiguredPool(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
+	log := &errLog{}
+	e := idem.NewEngine(pgstore.New(pool, pgstore.Options{AcquireTimeout: 100 * time.Millisecond}), idem.Options{Logger: slog.New(log)})
+	op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Minute}
+	running, finish := make(chan struct{}), make(chan struct{})
+	done := make(chan *idem.Response)
+	go func() {
+		resp, _ := e.Serve(keyed("k1"), op, []byte("a"), func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+			close(running)
+			<-finish
+			return created("{}"), nil
+		})
+		done <- resp
+	}()
+	<-running
+	resp, err := e.Serve(keyed("k2"), op, []byte("a"), func(context.Context, *idem.Attempt[pgx.Tx]) (idem.Writer, error) { return created("{}"), nil })
+	close(finish)
+	if first := <-done; first == nil || first.Status != 201 {
+		t.Fatalf("the attempt holding the connection: %+v", first)
+	}
+	if err != nil || answerOf(t, resp) != "503 store-busy" || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("%+v, %v; want a 503 store-busy with Retry-After", resp, err)
+	}
+	if errs := log.errors(); len(errs) > 0 {
+		t.Fatalf("errors logged: %q, want a warning only", errs)
+	}
+}
