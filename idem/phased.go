@@ -61,7 +61,13 @@ func (e *Engine[T]) ServePhased(ctx context.Context, op *Operation, fingerprint 
 			e.log.InfoContext(ctx, "idem: took over an abandoned attempt", "operation", id.Operation, "scope", id.Scope, "recovery_point", lease.RecoveryPoint())
 		}
 		at := &Attempt[T]{id: id, secret: secret, generation: c.Generation, point: lease.RecoveryPoint()}
-		return e.runPhases(ctx, op, lease, at, run)
+		resp, err = e.runPhases(ctx, op, lease, at, run)
+		if errors.Is(err, errLeaseLost) {
+			// Decide again from what the key holds now: the attempt that
+			// took over, the sweeper's answer, or a lease to take back.
+			continue
+		}
+		return resp, err
 	}
 	return e.keyInUse(e.retryAfter), nil
 }
@@ -101,7 +107,7 @@ func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T]
 		}
 		ph, err := lease.Phase(ctx)
 		if errors.Is(err, ErrLeaseLost) {
-			return e.leaseLost(ctx, at), nil
+			return nil, e.leaseLost(ctx, at)
 		}
 		if err != nil {
 			// The lease stays: once it passes, a retry takes over.
@@ -130,7 +136,7 @@ func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T]
 			cancelPhase()
 			switch {
 			case errors.Is(err, ErrLeaseLost):
-				return e.leaseLost(ctx, at), nil
+				return nil, e.leaseLost(ctx, at)
 			case err != nil:
 				return e.attemptFailed(ctx, op, at, "complete", err), nil
 			}
@@ -140,7 +146,7 @@ func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T]
 		cancelPhase()
 		switch {
 		case errors.Is(err, ErrLeaseLost):
-			return e.leaseLost(ctx, at), nil
+			return nil, e.leaseLost(ctx, at)
 		case err != nil:
 			return e.attemptFailed(ctx, op, at, "advance", err), nil
 		}
@@ -258,9 +264,15 @@ func phaseName(point string) string {
 	return fmt.Sprintf("%q", point)
 }
 
-// leaseLost answers an attempt that lost its key to a takeover: the
-// attempt that holds it now answers the client's retry.
-func (e *Engine[T]) leaseLost(ctx context.Context, at *Attempt[T]) *Response {
-	e.log.WarnContext(ctx, "idem: lease lost; another attempt holds the key now", "operation", at.id.Operation, "scope", at.id.Scope, "recovery_point", at.point)
-	return e.keyInUse(e.retryAfter)
+// errLeaseLost makes ServePhased decide again after its attempt lost the
+// key.
+var errLeaseLost = errors.New("idem: lease lost")
+
+// leaseLost logs that an attempt lost its key, because its lease passed
+// and another attempt took over or the sweeper failed it, and returns
+// errLeaseLost: what to answer is decided again from what the key holds
+// now, so that the answer is that attempt's, or the sweeper's.
+func (e *Engine[T]) leaseLost(ctx context.Context, at *Attempt[T]) error {
+	e.log.WarnContext(ctx, "idem: lease lost; another attempt or the sweeper holds the key now", "operation", at.id.Operation, "scope", at.id.Scope, "recovery_point", at.point)
+	return errLeaseLost
 }

@@ -106,18 +106,26 @@ func (t *claimed) Complete(ctx context.Context, r *idem.Response) error {
 	row.ResponseStatus, row.ResponseHeaders, row.ResponseBody = pgtype.Int4{Int32: int32(r.Status), Valid: true}, headers, r.Body
 	store := capture(func(q *dbsqlc.Queries) error { return q.StoreResponse(ctx, row) })
 	release := t.release(ctx)
-	inTx := t.tx.begun
 
 	b := &pgx.Batch{}
-	b.Queue(store.sql, store.args...)
-	if inTx {
-		b.Queue("COMMIT")
+	if !t.tx.begun {
+		// The row must commit before the lock's release, or a duplicate
+		// claims the key in between: a batch without BEGIN would run both
+		// in one implicit transaction, releasing first.
+		b.Queue("BEGIN")
 	}
+	b.Queue(store.sql, store.args...)
+	b.Queue("COMMIT")
 	b.Queue(release.sql, release.args...)
 	br := t.c.conn.SendBatch(ctx, b)
-	_, err = br.Exec()
-	commitTag := pgconn.NewCommandTag("COMMIT")
-	if err == nil && inTx {
+	if !t.tx.begun {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
+	var commitTag pgconn.CommandTag
+	if err == nil {
 		commitTag, err = br.Exec()
 	}
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -266,7 +267,10 @@ func TestJoinedHeaderValues(t *testing.T) {
 	e := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{})
 	op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Minute, ScopeHeader: "X-Account-Id"}
 	ran := false
-	h := func(context.Context, *idem.Attempt[pgx.Tx]) (idem.Writer, error) { ran = true; return created("{}"), nil }
+	h := func(context.Context, *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+		ran = true
+		return created("{}"), nil
+	}
 	for _, tc := range []struct{ name, key, scope string }{
 		{"key", "a, b", "acct_1"},
 		{"quoted keys", `"a", "b"`, "acct_1"},
@@ -483,5 +487,49 @@ func TestNoFreeConnectionIsBusy(t *testing.T) {
 	}
 	if errs := log.errors(); len(errs) > 0 {
 		t.Fatalf("errors logged: %q, want a warning only", errs)
+	}
+}
+
+// A handler that runs no statement of its own still runs once per key:
+// its key's row commits before the claim is released, though no
+// transaction was begun for it. A deferred trigger makes the key row's
+// commit slow, so that a duplicate sent as soon as the claim is released
+// would find no row if the release came first.
+func TestStatementlessHandlerRunsOnce(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, nil)
+	for _, ddl := range []string{
+		`CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.5); RETURN NULL; END $$`,
+		`CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON idempotency_keys DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()`,
+	} {
+		if _, err := pool.Exec(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: slog.New(slog.DiscardHandler)})
+	op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Minute}
+	var runs atomic.Int32
+	ran := make(chan struct{}, 1)
+	handler := func(context.Context, *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+		runs.Add(1)
+		ran <- struct{}{}
+		return created("{}"), nil
+	}
+	first := make(chan *idem.Response)
+	go func() {
+		resp, _ := e.Serve(keyed("k"), op, []byte("a"), handler)
+		first <- resp
+	}()
+	// Once the first attempt's handler has run, wait until its claim is
+	// released: only then may a duplicate find the key free.
+	<-ran
+	for advisoryLocks(t, pool) > 0 {
+	}
+	dup, err := e.Serve(keyed("k"), op, []byte("a"), handler)
+	if resp := <-first; resp == nil || resp.Status != 201 {
+		t.Fatalf("first attempt: %+v", resp)
+	}
+	if err != nil || !dup.Replayed || runs.Load() != 1 {
+		t.Fatalf("the duplicate sent once the key's claim was released: %+v, %v; the handler ran %d times, want once and a replay", dup, err, runs.Load())
 	}
 }

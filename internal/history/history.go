@@ -1,0 +1,579 @@
+// Package history is a randomized history checker for the idempotency
+// engine on any store: many clients send requests over a small key space,
+// so that they collide all the time, with handler errors, panics, client
+// cancels, killed connections and slow phases, while TTLs and leases pass
+// and the reaper and sweeper run in between. Every answer, handler run and
+// committed effect is recorded, and the whole history is then checked
+// against the protocol's invariants (see History.Check).
+//
+// Each mechanism has its own tests; this is where their seams are proven.
+package history
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/idem"
+)
+
+// Effect is one committed write of a handler run: its use of a key, the
+// phase it ran ("" for an atomic run or a first phase), and the token of
+// the run, which its response carries.
+type Effect struct {
+	Scope, Operation, Key string
+	Generation            int64
+	Phase                 string
+	Token                 string
+}
+
+// use names one use of a key: what at most one execution commits.
+func use(scope, operation, key string, generation int64) string {
+	return fmt.Sprintf("%s/%s/%s#%d", scope, operation, key, generation)
+}
+
+// Harness is the store under test and what the checker needs of it.
+type Harness[T any] struct {
+	Store idem.Store[T]
+	// Transactional stores commit a handler's writes with its attempt:
+	// effects are written before the faults that follow them, so that
+	// their rollback is checked too. Others get them written as the
+	// handler returns its result.
+	Transactional bool
+	// Effect writes e so that it commits with the attempt, and Committed
+	// lists the effects that did.
+	Effect    func(ctx context.Context, at *idem.Attempt[T], e Effect) error
+	Committed func(t testing.TB) []Effect
+	// Kill, when set, ends the attempt's connection to the store, as a
+	// crashed database backend or a cut network would.
+	Kill func(ctx context.Context, at *idem.Attempt[T]) error
+	// Age makes a key's TTL pass, and AgeLease its lease.
+	Age, AgeLease func(t testing.TB, id idem.ID)
+	// Reap runs the TTL reaper; Sweep, when set, the lease sweeper, which
+	// fails abandoned attempts.
+	Reap, Sweep func(t testing.TB)
+	// Now is the store's clock; nil is time.Now.
+	Now func() time.Time
+	// After reports what the store still holds once every client is done
+	// and every lease has passed, such as locks or connections left.
+	After func(t testing.TB) []string
+}
+
+// Config sizes a run. The zero value is a short run.
+type Config struct {
+	Seed uint64
+	// Clients send Requests each; defaults 6 and 60.
+	Clients, Requests int
+	// Lease of the operations; default 1s.
+	Lease time.Duration
+	// Slow adds handlers whose phases take 0.4 of the lease each, so that
+	// an attempt of three phases outlives one lease.
+	Slow bool
+}
+
+func (c Config) withDefaults() Config {
+	if c.Clients <= 0 {
+		c.Clients = 6
+	}
+	if c.Requests <= 0 {
+		c.Requests = 60
+	}
+	if c.Lease <= 0 {
+		c.Lease = time.Second
+	}
+	return c
+}
+
+// behaviour is what a request's handler does.
+type behaviour string
+
+const (
+	succeed  behaviour = "succeed"
+	fail     behaviour = "error"
+	panicked behaviour = "panic"
+	cancel   behaviour = "cancel" // the client hangs up while it runs
+	kill     behaviour = "kill"   // its connection to the store is ended
+	slow     behaviour = "slow"   // its phases take 0.4 of the lease each
+)
+
+// request is one request of the history and what came of it.
+type request struct {
+	client, seq int
+	id          idem.ID
+	phased      bool
+	variant     int // which of the key's two requests: its fingerprint
+	behaviour   behaviour
+	faultPhase  string // the phase its fault strikes in
+	start, end  time.Time
+	status      int
+	problem     string // the problem type's name, or "handler-error"
+	replayed    bool
+	body        []byte
+}
+
+func (r *request) String() string {
+	return fmt.Sprintf("client %d request %d (%s %s/%s variant %d, %s in phase %q) [%s, %s]: %d %s replayed=%v",
+		r.client, r.seq, r.id.Operation, r.id.Scope, r.id.Key, r.variant, r.behaviour, r.faultPhase,
+		r.start.Format("15:04:05.000"), r.end.Format("15:04:05.000"), r.status, r.problem, r.replayed)
+}
+
+// run is one run of a handler: an atomic attempt, or one phase.
+type run struct {
+	req        *request
+	generation int64
+	derived    string
+	phase      string
+	token      string
+	body       []byte // the response it returned, if it did
+	start      time.Time
+}
+
+// History is the record of a run.
+type History struct {
+	cfg      Config
+	mu       sync.Mutex
+	requests []*request
+	runs     []*run
+	effects  []Effect
+	logs     *recorder
+	after    []string
+}
+
+// scopeHeader carries a request's scope to the engine's Scope function.
+const scopeHeader = "X-Scope"
+
+var (
+	scopes = []string{"s1", "s2"}
+	keys   = []string{"k1", "k2", "k3"}
+)
+
+// Run drives the clients against h, then lets every lease pass, and
+// returns the history for Check.
+func Run[T any](t testing.TB, h Harness[T], cfg Config) *History {
+	cfg = cfg.withDefaults()
+	if h.Now == nil {
+		h.Now = time.Now
+	}
+	hist := &History{cfg: cfg, logs: &recorder{}}
+	e := idem.NewEngine(h.Store, idem.Options{Logger: slog.New(hist.logs), Scope: func(_ context.Context, r *http.Request) (string, error) {
+		return r.Header.Get(scopeHeader), nil
+	}})
+	ops := [2]*idem.Operation{
+		{Name: "createOrder", TTL: time.Hour, Lease: cfg.Lease},
+		{Name: "createPayment", TTL: time.Hour, Lease: cfg.Lease, RecoveryPoints: []string{"a", "b"}},
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	var chaos sync.WaitGroup
+	chaos.Go(func() { disturb(ctx, t, h, cfg.Seed) })
+	var clients sync.WaitGroup
+	for c := range cfg.Clients {
+		clients.Go(func() {
+			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(c)+1))
+			for i := range cfg.Requests {
+				if rng.IntN(5) == 0 {
+					// Between its requests too, so that a store whose
+					// requests take no time is disturbed as often.
+					disturbOnce(t, h, rng)
+				}
+				send(t, h, hist, e, rng, c, i, ops)
+			}
+		})
+	}
+	clients.Wait()
+	stop()
+	chaos.Wait()
+
+	for _, s := range scopes {
+		for _, op := range ops {
+			for _, k := range keys {
+				id := idem.ID{Scope: s, Operation: op.Name, Key: k}
+				h.AgeLease(t, id)
+				rec, err := h.Store.Lookup(context.Background(), id)
+				if err != nil {
+					t.Fatalf("lookup %v after the run: %v", id, err)
+				}
+				if rec.Held {
+					hist.after = append(hist.after, fmt.Sprintf("%v is still held after every client is done and its lease has passed", id))
+				}
+			}
+		}
+	}
+	if h.After != nil {
+		hist.after = append(hist.after, h.After(t)...)
+	}
+	hist.effects = h.Committed(t)
+	return hist
+}
+
+// disturb makes TTLs and leases of random keys pass and runs the reaper
+// and the sweeper while the clients run, until ctx ends.
+func disturb[T any](ctx context.Context, t testing.TB, h Harness[T], seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0))
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		disturbOnce(t, h, rng)
+	}
+}
+
+// disturbOnce makes the TTL or lease of a random key pass, or runs the
+// reaper or the sweeper, or does nothing.
+func disturbOnce[T any](t testing.TB, h Harness[T], rng *rand.Rand) {
+	id := idem.ID{Scope: scopes[rng.IntN(len(scopes))], Operation: []string{"createOrder", "createPayment"}[rng.IntN(2)], Key: keys[rng.IntN(len(keys))]}
+	switch n := rng.IntN(10); {
+	case n < 3:
+		h.Age(t, id)
+	case n < 5:
+		h.AgeLease(t, id)
+	case n < 7:
+		h.Reap(t)
+	case n < 8 && h.Sweep != nil:
+		h.Sweep(t)
+	}
+}
+
+// pick returns one of choices by weight.
+func pick[E any](rng *rand.Rand, choices []E, weights []int) E {
+	total := 0
+	for _, w := range weights {
+		total += w
+	}
+	n := rng.IntN(total)
+	for i, w := range weights {
+		if n < w {
+			return choices[i]
+		}
+		n -= w
+	}
+	return choices[len(choices)-1]
+}
+
+// errFault is the error of a handler told to fail.
+var errFault = errors.New("history: the handler failed as told")
+
+// send plans one request from rng, sends it through e and records it.
+func send[T any](t testing.TB, h Harness[T], hist *History, e *idem.Engine[T], rng *rand.Rand, client, seq int, ops [2]*idem.Operation) {
+	phased := rng.IntN(2) == 1
+	op := ops[0]
+	if phased {
+		op = ops[1]
+	}
+	r := &request{client: client, seq: seq, phased: phased,
+		id:      idem.ID{Scope: scopes[rng.IntN(len(scopes))], Operation: op.Name, Key: keys[rng.IntN(len(keys))]},
+		variant: pick(rng, []int{0, 1}, []int{85, 15}),
+	}
+	behaviours := []behaviour{succeed, fail, panicked, cancel, kill, slow}
+	weights := []int{70, 8, 4, 6, 0, 0}
+	if h.Kill != nil {
+		weights[4] = 4
+	}
+	if hist.cfg.Slow && phased {
+		weights[5] = 6
+	}
+	r.behaviour = pick(rng, behaviours, weights)
+	r.faultPhase = ""
+	if phased {
+		r.faultPhase = []string{"", "a", "b"}[rng.IntN(3)]
+	}
+	fingerprint := []byte(fmt.Sprintf("%s variant %d", r.id.Key, r.variant))
+
+	hr := httptest.NewRequest("POST", "/", nil)
+	hr.Header.Set(idem.HeaderKey, r.id.Key)
+	hr.Header.Set(scopeHeader, r.id.Scope)
+	ctx, hangUp := context.WithCancel(idem.WithRequest(context.Background(), hr))
+	defer hangUp()
+	// handle runs one handler invocation: it records its run, writes its
+	// effect and does what the request's behaviour says.
+	handle := func(ctx context.Context, at *idem.Attempt[T]) (body []byte, err error) {
+		rn := &run{req: r, generation: at.Generation(), derived: at.DerivedKey("charge"), phase: at.RecoveryPoint(),
+			token: fmt.Sprintf("c%d-r%d-%s-%d", client, seq, at.RecoveryPoint(), rng.Uint32()), start: h.Now()}
+		hist.mu.Lock()
+		hist.runs = append(hist.runs, rn)
+		hist.mu.Unlock()
+		eff := Effect{Scope: at.Scope(), Operation: r.id.Operation, Key: at.Key(), Generation: at.Generation(), Phase: at.RecoveryPoint(), Token: rn.token}
+		if h.Transactional {
+			if err := h.Effect(ctx, at, eff); err != nil {
+				return nil, err
+			}
+		}
+		if r.behaviour == slow {
+			// The phase's own work, which takes time: what the run is about.
+			time.Sleep(hist.cfg.Lease * 4 / 10)
+		}
+		if at.RecoveryPoint() == r.faultPhase {
+			switch r.behaviour {
+			case fail:
+				return nil, errFault
+			case panicked:
+				panic("history: the handler panicked as told")
+			case cancel:
+				hangUp()
+				return nil, ctx.Err()
+			case kill:
+				if err := h.Kill(ctx, at); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if !h.Transactional {
+			if err := h.Effect(ctx, at, eff); err != nil {
+				return nil, err
+			}
+		}
+		body, _ = json.Marshal(map[string]any{"token": rn.token, "generation": at.Generation(), "derived": rn.derived})
+		rn.body = body
+		return body, nil
+	}
+	respond := func(body []byte) idem.Writer {
+		return func(w http.ResponseWriter) error {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			_, err := w.Write(body)
+			return err
+		}
+	}
+
+	r.start = h.Now()
+	var resp *idem.Response
+	var err error
+	if phased {
+		resp, err = e.ServePhased(ctx, op, fingerprint, func(ctx context.Context, at *idem.Attempt[T]) (string, idem.Writer, error) {
+			body, err := handle(ctx, at)
+			switch {
+			case err != nil:
+				return "", nil, err
+			case at.RecoveryPoint() == "":
+				return "a", nil, nil
+			case at.RecoveryPoint() == "a":
+				return "b", nil, nil
+			}
+			return "", respond(body), nil
+		})
+	} else {
+		resp, err = e.Serve(ctx, op, fingerprint, func(ctx context.Context, at *idem.Attempt[T]) (idem.Writer, error) {
+			body, err := handle(ctx, at)
+			if err != nil {
+				return nil, err
+			}
+			return respond(body), nil
+		})
+	}
+	r.end = h.Now()
+	switch {
+	case err != nil:
+		r.status, r.problem = http.StatusInternalServerError, "handler-error"
+	default:
+		r.status, r.replayed, r.body = resp.Status, resp.Replayed, resp.Body
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), idem.ContentTypeProblem) {
+			var p idem.Problem
+			_ = json.Unmarshal(resp.Body, &p)
+			r.problem = strings.TrimPrefix(p.Type, idem.ProblemBase)
+		}
+	}
+	hist.mu.Lock()
+	hist.requests = append(hist.requests, r)
+	hist.mu.Unlock()
+}
+
+// Check checks the history's invariants and returns what broke them:
+//   - at most one committed execution per use of a key (scope, operation,
+//     key, generation), and per phase of a phased one;
+//   - every response from a handler, first or replayed, is the one its
+//     use committed, byte for byte;
+//   - derived keys are equal within a use, across every retry and
+//     takeover, and distinct across uses;
+//   - a 422 only when a request with the key and another fingerprint was
+//     sent before it; a 409
+//     only while another request with the key was in flight, or within a
+//     lease of one that may have left its lease behind;
+//   - no store outage (503) or misconfiguration where the store was
+//     reachable, no 500 where the handler did not fail, and no error logged
+//     about ending an attempt;
+//   - no key is held once every client is done and every lease has passed.
+func (hist *History) Check() []string {
+	var bad []string
+	add := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
+
+	committed := map[string]string{} // use and phase -> token
+	committedTokens := map[string]bool{}
+	for _, ef := range hist.effects {
+		k := use(ef.Scope, ef.Operation, ef.Key, ef.Generation) + " phase " + fmt.Sprintf("%q", ef.Phase)
+		if prev, ok := committed[k]; ok {
+			add("two committed executions of %s: runs %s and %s", k, prev, ef.Token)
+		}
+		committed[k] = ef.Token
+		committedTokens[ef.Token] = true
+	}
+
+	bodies := map[string][]byte{} // token -> the response its run returned
+	derivedOf := map[string]string{}
+	useOf := map[string]string{}
+	for _, rn := range hist.runs {
+		u := use(rn.req.id.Scope, rn.req.id.Operation, rn.req.id.Key, rn.generation)
+		if rn.body != nil {
+			bodies[rn.token] = rn.body
+		}
+		if d, ok := derivedOf[u]; ok && d != rn.derived {
+			add("%s derived %q in one run and %q in another (%s)", u, d, rn.derived, rn.req)
+		}
+		derivedOf[u] = rn.derived
+		if other, ok := useOf[rn.derived]; ok && other != u {
+			add("%s and %s derived the same key %q", other, u, rn.derived)
+		}
+		useOf[rn.derived] = u
+	}
+
+	byKey := map[idem.ID][]*request{}
+	for _, r := range hist.requests {
+		byKey[r.id] = append(byKey[r.id], r)
+	}
+	for _, r := range hist.requests {
+		switch {
+		case r.status == http.StatusCreated:
+			var got struct{ Token string }
+			if err := json.Unmarshal(r.body, &got); err != nil || !committedTokens[got.Token] {
+				add("%s answered a response no committed run made: %s", r, r.body)
+			} else if string(bodies[got.Token]) != string(r.body) {
+				add("%s answered %s; its run returned %s", r, r.body, bodies[got.Token])
+			}
+		case r.problem == "attempt-abandoned" && r.phased:
+			// The sweeper failed a lease the disturbances let pass.
+		case r.status == http.StatusConflict:
+			if !hist.inFlight(r, byKey[r.id]) {
+				add("%s: 409 while no other request with the key was in flight; before it:%s", r, before(r, byKey[r.id], 3))
+			}
+		case r.status == http.StatusUnprocessableEntity:
+			if !hist.sentOther(r, byKey[r.id]) {
+				add("%s: 422 though no request with another fingerprint was sent with the key before it", r)
+			}
+		case r.problem == "handler-error":
+			if r.behaviour != fail && r.behaviour != panicked {
+				add("%s: the handler's error though it did not fail", r)
+			}
+		case r.status == idem.StatusClientClosed:
+			if r.behaviour != cancel {
+				add("%s: answered as a client cancel, though the client did not hang up", r)
+			}
+		case r.status == http.StatusServiceUnavailable && r.problem != "store-busy":
+			if r.behaviour != kill {
+				add("%s: a store outage, though the store was reachable", r)
+			}
+		case r.status == http.StatusServiceUnavailable:
+		default:
+			add("%s: an answer outside the protocol: %s", r, r.body)
+		}
+	}
+	for _, msg := range hist.logs.errors() {
+		if strings.Contains(msg, "abort attempt") || strings.Contains(msg, "release lease") ||
+			strings.Contains(msg, "misconfigured") || strings.Contains(msg, "roll back phase") {
+			add("logged: %s", msg)
+		}
+	}
+	return append(bad, hist.after...)
+}
+
+// inFlight reports whether another request with r's key was in flight
+// while r was, or ended less than a lease before r began without being
+// sure to have released its key.
+func (hist *History) inFlight(r *request, same []*request) bool {
+	for _, o := range same {
+		if o == r {
+			continue
+		}
+		if o.start.Before(r.end) && o.end.After(r.start) {
+			return true
+		}
+		mayHold := o.behaviour == kill || o.behaviour == cancel || o.status == http.StatusConflict || o.status == http.StatusServiceUnavailable
+		if mayHold && !o.end.Before(r.start.Add(-hist.cfg.Lease)) && o.end.Before(r.end) {
+			return true
+		}
+	}
+	return false
+}
+
+// before lists the last n requests with r's key that began before r.
+func before(r *request, same []*request, n int) string {
+	var b strings.Builder
+	var earlier []*request
+	for _, o := range same {
+		if o != r && o.start.Before(r.start) {
+			earlier = append(earlier, o)
+		}
+	}
+	slices.SortFunc(earlier, func(a, b *request) int { return a.start.Compare(b.start) })
+	for _, o := range earlier[max(0, len(earlier)-n):] {
+		b.WriteString("\n\t\t" + o.String())
+	}
+	return b.String()
+}
+
+// sentOther reports whether a request with r's key and another
+// fingerprint was sent before r ended: only such a request can have
+// claimed the key (whether or not its handler got to run).
+func (hist *History) sentOther(r *request, same []*request) bool {
+	for _, o := range same {
+		if o.variant != r.variant && o.start.Before(r.end) {
+			return true
+		}
+	}
+	return false
+}
+
+// Summary counts the answers, for the test's log.
+func (hist *History) Summary() string {
+	counts := map[string]int{}
+	for _, r := range hist.requests {
+		k := fmt.Sprint(r.status)
+		if r.replayed {
+			k += " replayed"
+		}
+		if r.problem != "" {
+			k += " " + r.problem
+		}
+		counts[k]++
+	}
+	return fmt.Sprintf("%d requests, %d handler runs, %d committed effects; answers %v", len(hist.requests), len(hist.runs), len(hist.effects), counts)
+}
+
+// recorder keeps the engine's log records of level ERROR.
+type recorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *recorder) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	msg := rec.Message
+	rec.Attrs(func(a slog.Attr) bool {
+		msg += " " + a.String()
+		return true
+	})
+	r.mu.Lock()
+	r.msgs = append(r.msgs, msg)
+	r.mu.Unlock()
+	return nil
+}
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *recorder) WithGroup(string) slog.Handler      { return r }
+
+func (r *recorder) errors() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.msgs...)
+}
