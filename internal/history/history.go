@@ -57,6 +57,9 @@ type Harness[T any] struct {
 	// Kill, when set, ends the attempt's connection to the store, as a
 	// crashed database backend or a cut network would.
 	Kill func(ctx context.Context, at *idem.Attempt[T]) error
+	// Statement, when set, runs a statement that fails in the attempt's
+	// transaction and returns its error, as a handler's bad query would.
+	Statement func(ctx context.Context, at *idem.Attempt[T]) error
 	// Age makes a key's TTL pass, and AgeLease its lease.
 	Age, AgeLease func(t testing.TB, id idem.ID)
 	// Reap runs the TTL reaper; Sweep, when set, the lease sweeper, which
@@ -103,7 +106,8 @@ const (
 	panicked behaviour = "panic"
 	cancel   behaviour = "cancel" // the client hangs up while it runs
 	kill     behaviour = "kill"   // its connection to the store is ended
-	slow     behaviour = "slow"   // its phases take 0.4 of the lease each
+	badSQL   behaviour = "bad-statement"
+	slow     behaviour = "slow" // its phases take 0.4 of the lease each
 )
 
 // request is one request of the history and what came of it.
@@ -278,10 +282,13 @@ func send[T any](t testing.TB, h Harness[T], hist *History, e *idem.Engine[T], r
 		id:      idem.ID{Scope: scopes[rng.IntN(len(scopes))], Operation: op.Name, Key: keys[rng.IntN(len(keys))]},
 		variant: pick(rng, []int{0, 1}, []int{85, 15}),
 	}
-	behaviours := []behaviour{succeed, fail, panicked, cancel, kill, slow}
-	weights := []int{70, 8, 4, 6, 0, 0}
+	behaviours := []behaviour{succeed, fail, panicked, cancel, kill, slow, badSQL}
+	weights := []int{70, 8, 4, 6, 0, 0, 0}
 	if h.Kill != nil {
 		weights[4] = 4
+	}
+	if h.Statement != nil {
+		weights[6] = 6
 	}
 	if hist.cfg.Slow && phased {
 		weights[5] = 6
@@ -329,6 +336,8 @@ func send[T any](t testing.TB, h Harness[T], hist *History, e *idem.Engine[T], r
 				if err := h.Kill(ctx, at); err != nil {
 					return nil, err
 				}
+			case badSQL:
+				return nil, h.Statement(ctx, at)
 			}
 		}
 		if !h.Transactional {
@@ -463,7 +472,7 @@ func (hist *History) Check() []string {
 				add("%s: 422 though no request with another fingerprint was sent with the key before it", r)
 			}
 		case r.problem == "handler-error":
-			if r.behaviour != fail && r.behaviour != panicked {
+			if r.behaviour != fail && r.behaviour != panicked && r.behaviour != badSQL {
 				add("%s: the handler's error though it did not fail", r)
 			}
 		case r.status == idem.StatusClientClosed:

@@ -69,7 +69,9 @@ func check(t *testing.T, hist *history.History, cfg history.Config) {
 }
 
 // TestHistory runs the history checker against each store: the in-memory
-// one, and PostgreSQL with a pool of four connections and of one.
+// one, and PostgreSQL with a pool of four connections and of one. The
+// pool of one also caches a single prepared statement, so that statements
+// are prepared again all the time, in whatever state the transaction is.
 func TestHistory(t *testing.T) {
 	cfg := config(t)
 	t.Logf("seed %d", cfg.Seed)
@@ -132,6 +134,9 @@ func pgHarness(t *testing.T, size int32) history.Harness[pgx.Tx] {
 		t.Fatal(err)
 	}
 	cfg.MaxConns = size
+	if size == 1 {
+		cfg.ConnConfig.StatementCacheCapacity = 1
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -183,6 +188,10 @@ func pgHarness(t *testing.T, size int32) history.Harness[pgx.Tx] {
 		Kill: func(ctx context.Context, at *idem.Attempt[pgx.Tx]) error {
 			kills.Add(1)
 			_, err := at.Tx().Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
+			return err
+		},
+		Statement: func(ctx context.Context, at *idem.Attempt[pgx.Tx]) error {
+			_, err := at.Tx().Exec(ctx, `SELECT 1 / $1::int`, 0)
 			return err
 		},
 		Age:      age("expires_at"),
