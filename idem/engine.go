@@ -261,39 +261,78 @@ func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte
 		return e.execute(ctx, op, txn, &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, nonce: nonce()}, h)
 	}
 	lc, _ := e.store.(LookupClaimer[T])
-	for range maxTries {
-		var rec Record
-		var err error
-		if lc != nil {
-			var txn Txn[T]
-			rec, txn, err = lc.LookupClaim(ctx, id, Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease, Generation: 1})
-			if txn != nil {
-				at := &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: 1}
-				return e.execute(ctx, op, txn, at.recordDerivations(txn), h)
-			}
-		} else {
-			rec, err = e.store.Lookup(ctx, id)
+	read := func() (Record, *outcome, error) {
+		if lc == nil {
+			rec, err := e.store.Lookup(ctx, id)
+			return rec, nil, err
 		}
+		rec, txn, err := lc.LookupClaim(ctx, id, Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease, Generation: 1})
+		if txn == nil {
+			return rec, nil, err
+		}
+		at := &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: 1}
+		return rec, ran(e.execute(ctx, op, txn, at.recordDerivations(txn), h)), nil
+	}
+	return e.decideAndClaim(ctx, op, id, fingerprint, read, func(rec Record, c Claim) (*outcome, error) {
+		txn, err := e.store.Claim(ctx, id, c)
 		if err != nil {
+			return nil, err
+		}
+		if c.Takeover {
+			e.log.InfoContext(ctx, "idem: took over an abandoned attempt", "operation", id.Operation, "scope", id.Scope, "recovery_point", rec.RecoveryPoint)
+		}
+		at := &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: c.Generation}
+		return ran(e.execute(ctx, op, txn, at.recordDerivations(txn), h)), nil
+	})
+}
+
+// outcome is what an attempt that ran came to: the response to send, or
+// the handler's error.
+type outcome struct {
+	resp *Response
+	err  error
+}
+
+func ran(resp *Response, err error) *outcome { return &outcome{resp, err} }
+
+// decideAndClaim is the protocol's one loop, for atomic and phased
+// attempts alike: read the key; answer what the read decides (a replay, a
+// 409 or a 422); otherwise make the claim it calls for, in the generation
+// it counts, and run the attempt. A claim that loses a race
+// (ErrContended), or an attempt that lost its key (errLeaseLost), reads
+// the key again; a key that keeps changing gets a 409.
+//
+// read may run the attempt itself, as a lookup that claims a free key
+// does; claim makes the claim the read called for and runs the attempt.
+// Either returns the attempt's outcome once it ran, or the error of the
+// store step that failed before it could.
+func (e *Engine[T]) decideAndClaim(ctx context.Context, op *Operation, id ID, fingerprint []byte,
+	read func() (Record, *outcome, error), claim func(rec Record, c Claim) (*outcome, error)) (*Response, error) {
+	for range maxTries {
+		rec, done, err := read()
+		switch {
+		case err != nil:
 			return e.storeFailed(ctx, id, "lookup", err), nil
+		case done != nil:
+			return done.resp, done.err
 		}
 		c, resp := e.decideRecord(op, rec, fingerprint)
 		if resp != nil {
 			return resp, nil
 		}
 		c.Generation = generation(rec, c)
-		txn, err := e.store.Claim(ctx, id, c)
-		if errors.Is(err, ErrContended) {
+		done, err = claim(rec, c)
+		switch {
+		case errors.Is(err, ErrContended):
+			continue
+		case err != nil:
+			return e.storeFailed(ctx, id, "claim", err), nil
+		case errors.Is(done.err, errLeaseLost):
+			// Decide again from what the key holds now: the attempt that
+			// took over, the sweeper's answer, or a lease to take back.
 			continue
 		}
-		if err != nil {
-			return e.storeFailed(ctx, id, "claim", err), nil
-		}
-		at := (&Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: c.Generation}).recordDerivations(txn)
-		if c.Takeover {
-			e.log.InfoContext(ctx, "idem: took over an abandoned attempt", "operation", id.Operation, "scope", id.Scope, "recovery_point", rec.RecoveryPoint)
-		}
-		return e.execute(ctx, op, txn, at, h)
+		return done.resp, done.err
 	}
 	return e.keyInUse(e.retryAfter), nil
 }
@@ -390,20 +429,10 @@ func scopeInvalid(s string) string {
 	return ""
 }
 
-// decide reads the key and applies the protocol to what the store
-// reports: a replay, a 409 or a 422 is answered from that one read;
-// otherwise it returns the claim to make. The store only reports facts,
-// so every store answers alike.
-func (e *Engine[T]) decide(ctx context.Context, op *Operation, id ID, fingerprint []byte) (Record, Claim, *Response) {
-	rec, err := e.store.Lookup(ctx, id)
-	if err != nil {
-		return rec, Claim{}, e.storeFailed(ctx, id, "lookup", err)
-	}
-	c, resp := e.decideRecord(op, rec, fingerprint)
-	return rec, c, resp
-}
-
-// decideRecord applies the protocol to what a lookup read.
+// decideRecord applies the protocol to what a lookup read: a replay, a
+// 409 or a 422 is answered from that one read; otherwise it returns the
+// claim to make. The store only reports facts, so every store answers
+// alike.
 func (e *Engine[T]) decideRecord(op *Operation, rec Record, fingerprint []byte) (Claim, *Response) {
 	c := Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease, Attempt: rec.Attempt}
 	sameRequest := bytes.Equal(rec.Fingerprint, fingerprint)

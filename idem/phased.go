@@ -44,32 +44,21 @@ func (e *Engine[T]) ServePhased(ctx context.Context, op *Operation, fingerprint 
 	if id.Key == "" {
 		return e.runKeyless(ctx, op, &Attempt[T]{id: id, secret: secret, nonce: nonce()}, run)
 	}
-	for range maxTries {
-		rec, c, resp := e.decide(ctx, op, id, fingerprint)
-		if resp != nil {
-			return resp, nil
-		}
-		c.Generation = generation(rec, c)
+	read := func() (Record, *outcome, error) {
+		rec, err := e.store.Lookup(ctx, id)
+		return rec, nil, err
+	}
+	return e.decideAndClaim(ctx, op, id, fingerprint, read, func(rec Record, c Claim) (*outcome, error) {
 		lease, err := e.store.Lease(ctx, id, c)
-		if errors.Is(err, ErrContended) {
-			continue
-		}
 		if err != nil {
-			return e.storeFailed(ctx, id, "claim", err), nil
+			return nil, err
 		}
 		if c.Takeover {
 			e.log.InfoContext(ctx, "idem: took over an abandoned attempt", "operation", id.Operation, "scope", id.Scope, "recovery_point", lease.RecoveryPoint())
 		}
 		at := &Attempt[T]{id: id, secret: secret, generation: c.Generation, point: lease.RecoveryPoint()}
-		resp, err = e.runPhases(ctx, op, lease, at, run)
-		if errors.Is(err, errLeaseLost) {
-			// Decide again from what the key holds now: the attempt that
-			// took over, the sweeper's answer, or a lease to take back.
-			continue
-		}
-		return resp, err
-	}
-	return e.keyInUse(e.retryAfter), nil
+		return ran(e.runPhases(ctx, op, lease, at, run)), nil
+	})
 }
 
 // PhaseError is the error of a phased operation's phase: a Go error or a
