@@ -12,6 +12,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -68,9 +70,15 @@ type Server struct {
 	psp         *http.Server // the in-process fake provider, if any
 	pool        *pgxpool.Pool
 	local       *pglocal.Server
+	log         *slog.Logger
 	done        chan error
 	stopJanitor context.CancelFunc
 	janitorDone chan struct{}
+
+	inFlight     atomic.Int64  // requests being served
+	refusing     chan struct{} // closed once the listener is closed
+	shutdownOnce sync.Once
+	shutdownErr  error
 }
 
 // Handler serves impl with the idempotency layer on the Postgres store.
@@ -125,7 +133,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.CrashAt != "" && !slices.Contains(crashPoints, cfg.CrashAt) {
 		return nil, fmt.Errorf("crash point %q is unknown; expected one of %s", cfg.CrashAt, strings.Join(crashPoints, ", "))
 	}
-	s := &Server{done: make(chan error, 1), PSPURL: cfg.PSPURL}
+	s := &Server{done: make(chan error, 1), PSPURL: cfg.PSPURL, log: log, refusing: make(chan struct{})}
 	if err := s.start(ctx, cfg, log); err != nil {
 		s.Close() // what started before the failure
 		return nil, err
@@ -221,6 +229,14 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 	if stats != nil {
 		stats.mount(s.http, s.pool)
 	}
+	api := s.http.Handler
+	s.http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inFlight.Add(1)
+		defer s.inFlight.Add(-1)
+		api.ServeHTTP(w, r)
+	})
+	// Shutdown runs this once it has closed the listener.
+	s.http.RegisterOnShutdown(func() { close(s.refusing) })
 	go func() { s.done <- s.http.Serve(ln) }()
 
 	// The janitor reports abandoned payments and deletes expired keys.
@@ -277,7 +293,9 @@ func exampleDatabase(ctx context.Context, adminURL string) (string, error) {
 	return fmt.Sprintf("postgres://%s@%s:%d/idemgen_example?sslmode=disable", cfg.User, cfg.Host, cfg.Port), nil
 }
 
-// Wait blocks until the server stops serving.
+// Wait blocks until the server stops serving: it failed, or Shutdown (or
+// Close) began. Requests may still be in flight when it returns; Shutdown
+// returns once they have finished.
 func (s *Server) Wait() error {
 	err := <-s.done
 	if errors.Is(err, http.ErrServerClosed) {
@@ -286,28 +304,72 @@ func (s *Server) Wait() error {
 	return err
 }
 
-// Close stops serving, waiting up to five seconds for requests in flight,
-// stops the janitor and the fake payment provider, and closes the database
-// (and a cluster started for it).
-func (s *Server) Close() error {
+// InFlight is the number of requests being served.
+func (s *Server) InFlight() int { return int(s.inFlight.Load()) }
+
+// Shutdown drains the server. It closes the listener at once, so that new
+// connections are refused, and closes idle connections; it waits for the
+// requests in flight to finish and their responses to be written (each
+// stored with its key first), until ctx is done. Requests still running
+// then are cut off: their connections are closed and their contexts
+// cancelled, so their attempts roll back and a retry runs them again.
+// Only then does it stop the janitor and the fake payment provider and
+// close the database. It logs each step, and returns an error naming the
+// requests cut off when ctx ended the drain. Later calls return the first
+// call's result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
+	return s.shutdownErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
 	var errs []error
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	if s.http != nil {
-		errs = append(errs, s.http.Shutdown(ctx))
+		began := time.Now()
+		drained := make(chan error, 1)
+		go func() { drained <- s.http.Shutdown(ctx) }()
+		<-s.refusing
+		attrs := []any{"in_flight", s.InFlight()}
+		if deadline, ok := ctx.Deadline(); ok {
+			attrs = append(attrs, "timeout", time.Until(deadline).Round(time.Millisecond))
+		}
+		s.log.Info("orders-api: draining", append(attrs, "new_connections", "refused")...)
+		if err := <-drained; err != nil {
+			// The bound has passed. Closing the connections left cancels
+			// their requests' contexts.
+			cut := s.InFlight()
+			_ = s.http.Close()
+			s.log.Error("orders-api: drain timed out", "cut_off", cut, "took", time.Since(began).Round(time.Millisecond), "error", err)
+			errs = append(errs, fmt.Errorf("drain: cut off %d requests still in flight: %w", cut, err))
+		} else {
+			s.log.Info("orders-api: drained", "took", time.Since(began).Round(time.Millisecond))
+		}
 	}
 	if s.stopJanitor != nil {
 		s.stopJanitor()
 		<-s.janitorDone
+		s.log.Info("orders-api: janitor stopped")
 	}
 	if s.psp != nil {
-		errs = append(errs, s.psp.Shutdown(ctx))
+		// The API's requests, its only client, have ended.
+		pspCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, s.psp.Shutdown(pspCtx))
+		cancel()
 	}
 	if s.pool != nil {
+		// Waits for the connections of requests cut off to come back:
+		// their handlers return once their contexts are cancelled.
 		s.pool.Close()
 	}
 	if s.local != nil {
 		errs = append(errs, s.local.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// Close is Shutdown with five seconds for the requests in flight.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return s.Shutdown(ctx)
 }

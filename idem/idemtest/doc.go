@@ -5,10 +5,13 @@
 // the application's schema applied; Check drives one operation of a
 // mounted handler through the protocol: first call, byte-identical
 // replay, 422 for a changed request, concurrent duplicates that run once,
-// and a failing run that leaves the key free. With tests: true in
-// idemgen.yaml, idemgen also writes a package <package>test whose Check
-// does this for every annotated operation, counting runs by wrapping the
-// implementation:
+// and a failing run that leaves the key free and none of its writes
+// behind: a table it changed (see ReadTables) was written outside the
+// attempt's transaction, through the pool instead of at.Tx(). With tests:
+// true in idemgen.yaml, idemgen also writes a package <package>test whose
+// Check does this for every annotated operation, counting runs by
+// wrapping the implementation and reading the tables of the database its
+// attempts run on (AttemptDB):
 //
 //	func TestMain(m *testing.M) { idemtest.Main(m) }
 //

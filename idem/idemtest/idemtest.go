@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -61,19 +62,42 @@ type Request struct {
 	// that a key reused for a different request is a 422. Nil: the checks
 	// derive one from a JSON body by changing one of its values.
 	Changed []byte
+	// OutsideAttempt names tables ("audit_log", or "schema.audit_log")
+	// the operation writes outside its attempt's transaction on purpose,
+	// because their rows must outlive a failed attempt: the error check
+	// does not count their changes as a mistake (see Hooks.Tables).
+	OutsideAttempt []string
 }
 
-// Hooks let the checks count the operation's runs and make one fail. The
-// generated conformance helpers (tests: true) supply both by wrapping the
-// implementation; a hand-written test can too. Without Runs the checks
-// count nothing; without FailNext the error check does not run. Each says
-// so in the test log.
+// Hooks let the checks count the operation's runs, make one fail and see
+// what the failed run left in the database. The generated conformance
+// helpers (tests: true) supply all three by wrapping the implementation;
+// a hand-written test can too. Without Runs the checks count nothing;
+// without FailNext the error check does not run; without Tables it does
+// not look for writes outside the attempt. Each says so in the test log.
 type Hooks struct {
 	// Runs reports how many times the operation's method has run.
 	Runs func() int
 	// FailNext makes the next run return an error after the method ran,
 	// so that its writes roll back.
 	FailNext func()
+	// Tables reads the application's tables as committed: ReadTables on
+	// the application's pool, or AttemptDB.Tables. The error check reads
+	// them before and after the run it makes fail. A table the failed run
+	// changed was written outside the attempt's transaction (through the
+	// pool, not at.Tx()): those rows survive the failure and the retry
+	// writes them again, so the check fails, naming the table, unless
+	// Request.OutsideAttempt lists it. A nil *Tables and nil error mean
+	// there is no database to read, as on the in-memory store.
+	Tables func(ctx context.Context) (*Tables, error)
+}
+
+// TB is what Check needs of a test: a testing.TB whose Run runs a subtest
+// on a value of its own type. *testing.T is one; so is a fake that
+// records failures instead of reporting them, for testing a check itself.
+type TB[T any] interface {
+	testing.TB
+	Run(name string, f func(t T)) bool
 }
 
 // Concurrency is how many identical requests the concurrent check sends
@@ -89,9 +113,10 @@ const Concurrency = 20
 //   - changed-request: the key with another request is a 422;
 //   - concurrent: Concurrency identical requests at once run once, and
 //     each is answered with that answer or a 409;
-//   - error-releases-key: a run that fails is a 500 that leaves the key
-//     free, so that the retry runs and its answer is kept.
-func Check(t *testing.T, h http.Handler, req Request, hooks Hooks) {
+//   - error-releases-key: a run that fails is a 500 that changed no table
+//     (Hooks.Tables) and leaves the key free, so that the retry runs and
+//     its answer is kept.
+func Check[T TB[T]](t T, h http.Handler, req Request, hooks Hooks) {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -104,7 +129,7 @@ func Check(t *testing.T, h http.Handler, req Request, hooks Hooks) {
 
 	key := NewKey()
 	var first exchange
-	if !t.Run("first", func(t *testing.T) {
+	if !t.Run("first", func(t T) {
 		var err error
 		if first, err = checkFirst(t.Context(), c, key, runs); err != nil {
 			t.Fatal(err)
@@ -112,12 +137,12 @@ func Check(t *testing.T, h http.Handler, req Request, hooks Hooks) {
 	}) {
 		return // the others need a first answer
 	}
-	t.Run("replay", func(t *testing.T) {
+	t.Run("replay", func(t T) {
 		if err := checkReplay(t.Context(), c, key, first, runs); err != nil {
 			t.Fatal(err)
 		}
 	})
-	t.Run("changed-request", func(t *testing.T) {
+	t.Run("changed-request", func(t T) {
 		changed := req.Changed
 		if changed == nil {
 			var err error
@@ -130,20 +155,37 @@ func Check(t *testing.T, h http.Handler, req Request, hooks Hooks) {
 			t.Fatal(err)
 		}
 	})
-	t.Run("concurrent", func(t *testing.T) {
+	t.Run("concurrent", func(t T) {
 		if err := checkConcurrent(t.Context(), c, NewKey(), Concurrency, runs); err != nil {
 			t.Fatal(err)
 		}
 	})
-	t.Run("error-releases-key", func(t *testing.T) {
+	t.Run("error-releases-key", func(t T) {
 		if hooks.FailNext == nil {
 			t.Log("idemtest: not checked: no Hooks.FailNext to make a run fail")
 			return
 		}
-		if err := checkErrorReleasesKey(t.Context(), c, NewKey(), hooks.FailNext, runs); err != nil {
+		tables := hooks.Tables
+		if tables == nil {
+			t.Log("idemtest: writes outside the attempt not looked for: no Hooks.Tables to read the database")
+			tables = func(context.Context) (*Tables, error) { return nil, nil }
+		}
+		if err := checkErrorReleasesKey(t.Context(), c, NewKey(), hooks.FailNext, runs, tables); err != nil {
 			t.Fatal(err)
 		}
 	})
+}
+
+// tableNames is "table a", or "tables a and b", of the changes listed.
+func tableNames(changed []string) string {
+	names := make([]string, len(changed))
+	for i, c := range changed {
+		names[i], _, _ = strings.Cut(c, " (")
+	}
+	if len(names) == 1 {
+		return "table " + names[0]
+	}
+	return "tables " + strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // NewKey returns a random Idempotency-Key.
@@ -319,7 +361,11 @@ func checkConcurrent(ctx context.Context, c *client, key string, n int, runs fun
 	return nil
 }
 
-func checkErrorReleasesKey(ctx context.Context, c *client, key string, failNext func(), runs func() int) error {
+func checkErrorReleasesKey(ctx context.Context, c *client, key string, failNext func(), runs func() int, tables func(context.Context) (*Tables, error)) error {
+	tablesBefore, err := tables(ctx)
+	if err != nil {
+		return err
+	}
 	before := runs()
 	failNext()
 	failed, err := c.send(ctx, key, nil)
@@ -328,6 +374,18 @@ func checkErrorReleasesKey(ctx context.Context, c *client, key string, failNext 
 	}
 	if failed.status != http.StatusInternalServerError || failed.problem() != idem.TypeInternal {
 		return fmt.Errorf("a run that fails: answered %v, want 500 %s", failed, idem.TypeInternal)
+	}
+	if tablesBefore != nil {
+		tablesAfter, err := tables(ctx)
+		if err != nil {
+			return err
+		}
+		if changed := tablesBefore.changed(tablesAfter, c.req.OutsideAttempt); len(changed) > 0 {
+			return fmt.Errorf("a run that fails: the handler wrote to %s outside its attempt's transaction (at.Tx()); "+
+				"those writes survive a failed attempt and a retry repeats them: %s. "+
+				"Write through at.Tx(), or list a table whose rows must outlive a failed attempt in Request.OutsideAttempt",
+				tableNames(changed), strings.Join(changed, "; "))
+		}
 	}
 	if err := ranSince(runs, before, 1, "a run that fails"); err != nil {
 		return err

@@ -2,6 +2,7 @@ package idemtest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,6 +25,9 @@ type fakeAPI struct {
 	noDedup      bool // every request runs
 	keepFailures bool // a failed run's 500 is stored and replayed
 	noReplayMark bool // replays lack Idempotent-Replayed
+
+	// write, when set, is each run's own work, failed runs' included.
+	write func()
 
 	mu       sync.Mutex
 	keys     map[string]*entry
@@ -75,6 +79,9 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 
 	n := f.runs.Add(1)
+	if f.write != nil {
+		f.write()
+	}
 	status, answer := 201, []byte(fmt.Sprintf(`{"id":"ord_%d"}`, n))
 	if f.failNext.CompareAndSwap(true, false) {
 		status, answer = 500, nil
@@ -94,6 +101,9 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(status)
 	w.Write(answer)
 }
+
+// noTables is a Hooks.Tables without a database.
+func noTables(context.Context) (*Tables, error) { return nil, nil }
 
 var orderRequest = Request{
 	Method: "POST",
@@ -143,7 +153,7 @@ func TestChecksReportFaults(t *testing.T) {
 			return checkConcurrent(t.Context(), c, "k", Concurrency, runs)
 		}, "requests at once with one key"},
 		{"failure kept", &fakeAPI{keepFailures: true}, func(c *client, runs func() int, h Hooks) error {
-			return checkErrorReleasesKey(t.Context(), c, "k", h.FailNext, runs)
+			return checkErrorReleasesKey(t.Context(), c, "k", h.FailNext, runs, noTables)
 		}, "the failure must leave the key free"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,12 +4,19 @@
 //
 //	go run ./example/cmd/orders-api [-addr 127.0.0.1:8080] [-work-delay 2s]
 //	                                [-psp-url http://127.0.0.1:9090] [-crash-at after-charge]
-//	                                [-db-stats]
+//	                                [-db-stats] [-drain-timeout 25s]
 //
 // DATABASE_URL names the database; without it the API uses the local
 // PostgreSQL on 127.0.0.1:5432, or starts a throwaway one. Without
 // -psp-url it starts the fake payment provider inside the process; run
 // `go run ./example/cmd/fake-psp` for one that outlives a crash.
+//
+// On SIGTERM or an interrupt it drains: it refuses new connections at
+// once, lets the requests in flight finish and store their responses for
+// up to -drain-timeout, then stops its janitor and exits 0. Requests still
+// running when the timeout passes are cut off (their attempts roll back,
+// so a client's retry runs them again) and it exits 1. A second signal
+// ends it at once.
 package main
 
 import (
@@ -20,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/idemgen/idemgen/bench/peers"
 	"github.com/idemgen/idemgen/bench/realistic"
@@ -33,6 +41,7 @@ func main() {
 	pspURL := flag.String("psp-url", "", "the payment provider's base URL, such as the one `go run ./example/cmd/fake-psp` prints (default: a fake one inside this process)")
 	crashAt := flag.String("crash-at", "", "die abruptly (SIGKILL) when createPayment reaches this point: after-claim, after-charge or before-response")
 	dbStats := flag.Bool("db-stats", false, "count the statements sent to PostgreSQL and serve the counts as JSON at GET /debug/db-stats (for go run ./bench)")
+	drainTimeout := flag.Duration("drain-timeout", 25*time.Second, "on SIGTERM, how long requests in flight may take to finish before they are cut off; keep it below the orchestrator's grace period (Kubernetes: 30s)")
 	benchPeers := flag.Bool("bench-peers", false, "also serve the benchmark's hand-written idempotency designs under /peer/ and its four-statement endpoint under /realistic/ (for go run ./bench)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -61,12 +70,23 @@ func main() {
 		log.Error("orders-api: start", "error", err)
 		os.Exit(1)
 	}
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
-	if err := srv.Wait(); err != nil {
+	served := make(chan error, 1)
+	go func() { served <- srv.Wait() }()
+	select {
+	case err := <-served:
+		// Serving failed on its own: there is nothing left to drain for.
 		log.Error("orders-api: serve", "error", err)
+		srv.Close()
+		os.Exit(1)
+	case <-ctx.Done():
+	}
+	// From here on a second signal ends the process at once.
+	stop()
+	drainCtx, cancel := context.WithTimeout(context.Background(), *drainTimeout)
+	defer cancel()
+	if err := srv.Shutdown(drainCtx); err != nil {
+		log.Error("orders-api: stopped after an unclean drain", "error", err)
+		cancel()
 		os.Exit(1)
 	}
 	log.Info("orders-api: stopped")

@@ -40,10 +40,13 @@ func build(t *testing.T) string {
 }
 
 type proc struct {
-	cmd  *exec.Cmd
-	url  string
-	mu   sync.Mutex
-	logs strings.Builder
+	cmd *exec.Cmd
+	url string
+	eof chan struct{} // closed when the server's stderr ends: it has exited
+
+	mu      sync.Mutex
+	logs    strings.Builder
+	changed chan struct{} // closed, and replaced, when a line is logged
 }
 
 var listening = regexp.MustCompile(`msg="orders-api: listening" url=(\S+)`)
@@ -52,7 +55,11 @@ var listening = regexp.MustCompile(`msg="orders-api: listening" url=(\S+)`)
 // say where it listens.
 func start(t *testing.T, bin, dbURL string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)}
+	p := &proc{
+		cmd:     exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...),
+		eof:     make(chan struct{}),
+		changed: make(chan struct{}),
+	}
 	p.cmd.Env = append(p.cmd.Environ(), "DATABASE_URL="+dbURL)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
@@ -70,10 +77,13 @@ func start(t *testing.T, bin, dbURL string, args ...string) *proc {
 	})
 	found := make(chan string, 1)
 	go func() {
+		defer close(p.eof)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			p.mu.Lock()
 			p.logs.WriteString(sc.Text() + "\n")
+			close(p.changed)
+			p.changed = make(chan struct{})
 			p.mu.Unlock()
 			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
 				found <- m[1]
@@ -95,6 +105,48 @@ func (p *proc) log() string {
 	defer p.mu.Unlock()
 	return p.logs.String()
 }
+
+// waitLog waits until the server has logged a line that matches re, and
+// returns that line.
+func (p *proc) waitLog(t *testing.T, re *regexp.Regexp, within time.Duration) string {
+	t.Helper()
+	timeout := time.After(within)
+	for {
+		p.mu.Lock()
+		logs, changed := p.logs.String(), p.changed
+		p.mu.Unlock()
+		if line := re.FindString(logs); line != "" {
+			return line
+		}
+		select {
+		case <-changed:
+		case <-p.eof:
+			t.Fatalf("the server exited without logging %s:\n%s", re, p.log())
+		case <-timeout:
+			t.Fatalf("the server did not log %s within %v:\n%s", re, within, p.log())
+		}
+	}
+}
+
+// waitClaimed waits until an attempt holds its key: the key's advisory
+// lock is granted to the server's session exclusively, in this test's
+// database (pg_locks shows the whole cluster). A lookup also takes the
+// lock shared, for the time of its statement, which is not a claim: a
+// duplicate sent then could claim the key first.
+func waitClaimed(t *testing.T, pool *pgxpool.Pool, p *proc) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for count(t, pool, claimedKeys) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first attempt never claimed its key:\n%s", p.log())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+const claimedKeys = `SELECT count(*) FROM pg_locks
+	WHERE locktype = 'advisory' AND mode = 'ExclusiveLock' AND granted
+	  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
 
 // client fails a request the server does not answer within a minute, so
 // that a test waiting on it fails with its own message rather than at the
@@ -200,21 +252,9 @@ func TestCrashMidHandlerRunsOnceOnRetry(t *testing.T) {
 	p1 := start(t, bin, dbURL, "-work-delay", "1h")
 	go post(p1.url, "k1", order) // answered by the crash, not by the server
 
-	// Wait until the attempt holds its claim: the key's advisory lock is
-	// granted to the server's session exclusively, in this test's database
-	// (pg_locks shows the whole cluster). A lookup also takes the lock
-	// shared, for the time of its statement, which is not a claim: a
-	// duplicate sent then could claim the key first and run for the hour.
-	deadline := time.Now().Add(30 * time.Second)
-	const claimed = `SELECT count(*) FROM pg_locks
-		WHERE locktype = 'advisory' AND mode = 'ExclusiveLock' AND granted
-		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
-	for count(t, pool, claimed) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the first attempt never claimed its key:\n%s", p1.log())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Wait until the attempt holds its claim; a duplicate sent before
+	// could claim the key first and run for the hour.
+	waitClaimed(t, pool, p1)
 	if r := mustPost(t, p1.url, "k1", order); r.status != 409 {
 		t.Fatalf("duplicate while the first runs: %d %s", r.status, r.body)
 	}
@@ -225,6 +265,7 @@ func TestCrashMidHandlerRunsOnceOnRetry(t *testing.T) {
 	p1.cmd.Wait()
 
 	p2 := start(t, bin, dbURL)
+	deadline := time.Now().Add(30 * time.Second)
 	var r reply
 	for {
 		// Until PostgreSQL has noticed the dead connection and rolled it

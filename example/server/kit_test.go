@@ -1,0 +1,148 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/example/gen"
+	"github.com/idemgen/idemgen/example/gen/gentest"
+	"github.com/idemgen/idemgen/example/orders"
+	"github.com/idemgen/idemgen/example/psp"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemtest"
+	"github.com/idemgen/idemgen/idem/pgstore"
+)
+
+// fakeT is an idemtest.TB that records failures instead of failing the
+// test, so that a test can check what the kit reports.
+type fakeT struct {
+	*testing.T // the real test: context, cleanups, logs
+	name       string
+	failures   *failures
+	failed     bool
+}
+
+type failures struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func newFakeT(t *testing.T) *fakeT { return &fakeT{T: t, name: t.Name(), failures: &failures{}} }
+
+func (f *fakeT) Run(name string, fn func(*fakeT)) bool {
+	sub := &fakeT{T: f.T, name: f.name + "/" + name, failures: f.failures}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(sub) // Fatal ends this goroutine, as it ends a subtest's
+	}()
+	<-done
+	if sub.failed {
+		f.failed = true
+	}
+	return !sub.failed
+}
+
+func (f *fakeT) Error(args ...any)                 { f.fail(fmt.Sprint(args...)) }
+func (f *fakeT) Errorf(format string, args ...any) { f.fail(fmt.Sprintf(format, args...)) }
+func (f *fakeT) Fatal(args ...any)                 { f.fail(fmt.Sprint(args...)); runtime.Goexit() }
+func (f *fakeT) Fatalf(format string, args ...any) {
+	f.fail(fmt.Sprintf(format, args...))
+	runtime.Goexit()
+}
+func (f *fakeT) Fail()         { f.fail("Fail") }
+func (f *fakeT) FailNow()      { f.fail("FailNow"); runtime.Goexit() }
+func (f *fakeT) Failed() bool  { return f.failed }
+func (f *fakeT) Name() string  { return f.name }
+func (f *fakeT) fail(m string) { f.failed = true; f.failures.add(f.name + ": " + m) }
+
+func (fs *failures) add(m string) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.msgs = append(fs.msgs, m)
+}
+
+func (fs *failures) all() []string {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.msgs
+}
+
+// poolWriter is the example's service with the mistake the kit must
+// catch: createOrder reads through its attempt's transaction but inserts
+// its order through the pool, so the order survives a failed attempt and
+// the retry inserts another.
+type poolWriter struct{ *orders.Service }
+
+func (s poolWriter) CreateOrder(ctx context.Context, at *idem.Attempt[pgx.Tx], req gen.CreateOrderRequestObject) (gen.CreateOrderResponseObject, error) {
+	var earlier int
+	if err := at.Tx().QueryRow(ctx, `SELECT count(*) FROM orders WHERE customer_id = $1`, req.Body.CustomerId).Scan(&earlier); err != nil {
+		return nil, err
+	}
+	o, err := orders.InsertOrder(ctx, s.Pool, req.Params.XAccountId, req.Body)
+	if err != nil {
+		return nil, err
+	}
+	return gen.CreateOrder201JSONResponse{Body: o, Headers: gen.CreateOrder201ResponseHeaders{Location: "/orders/" + o.Id}}, nil
+}
+
+// kitService returns the example's service on a fresh database, and the
+// requests the kit needs for it.
+func kitService(t *testing.T) (*pgxpool.Pool, *orders.Service, gentest.Requests) {
+	pool := idemtest.NewPool(t)
+	if err := orders.Migrate(t.Context(), pool); err != nil {
+		t.Fatal(err)
+	}
+	provider := httptest.NewServer(psp.NewFake())
+	t.Cleanup(provider.Close)
+	var orderID string
+	err := pool.QueryRow(t.Context(), `INSERT INTO orders (account_id, amount_cents, currency, customer_id)
+		VALUES ('acct_demo', 990, 'EUR', 'cus_pay') RETURNING id`).Scan(&orderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, &orders.Service{Pool: pool, PSP: &psp.Client{BaseURL: provider.URL}}, gentest.Requests{
+		CreatePayment: &idemtest.Request{
+			Method: "POST",
+			Path:   "/payments",
+			Header: http.Header{"Content-Type": {"application/json"}, "X-Account-Id": {"acct_demo"}},
+			Body:   fmt.Appendf(nil, `{"order_id": %q, "amount_cents": 990}`, orderID),
+		},
+	}
+}
+
+// The kit fails a handler that writes through the pool instead of
+// at.Tx(), naming the table and the mistake, and passes the example's
+// own handlers, which write through at.Tx().
+func TestKitCatchesWritesOutsideTheAttempt(t *testing.T) {
+	t.Run("through the pool", func(t *testing.T) {
+		pool, svc, reqs := kitService(t)
+		ft := newFakeT(t)
+		gentest.Check(ft, poolWriter{svc}, pgstore.New(pool, pgstore.Options{}), gen.IdempotentHandlerOptions{}, reqs)
+		failures := ft.failures.all()
+		if !ft.Failed() || len(failures) != 1 {
+			t.Fatalf("the kit reported %d failures, want 1, from createOrder's error check: %q", len(failures), failures)
+		}
+		const want = "the handler wrote to table orders outside its attempt's transaction (at.Tx()); those writes survive a failed attempt and a retry repeats them"
+		if f := failures[0]; !strings.HasPrefix(f, t.Name()+"/createOrder/error-releases-key: ") || !strings.Contains(f, want) {
+			t.Fatalf("the kit reported %q; want createOrder's error check to say %q", f, want)
+		}
+	})
+	t.Run("through the attempt", func(t *testing.T) {
+		pool, svc, reqs := kitService(t)
+		ft := newFakeT(t)
+		gentest.Check(ft, svc, pgstore.New(pool, pgstore.Options{}), gen.IdempotentHandlerOptions{}, reqs)
+		if f := ft.failures.all(); ft.Failed() || len(f) != 0 {
+			t.Fatalf("the kit failed the example's own handlers: %q", f)
+		}
+	})
+}
