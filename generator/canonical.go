@@ -28,7 +28,7 @@ import (
 // by its name in the spec, or a body by its media-type tag.
 type fingerprintPart struct {
 	Name string
-	Expr string // request.Params.XAccountId, request.Body, idem.PostForm(ctx)
+	Expr string // request.Params.XAccountId, request.Body, idem.Form(ctx, request.Body)
 }
 
 // fingerprintSource is what an operation's fingerprint is made of.
@@ -165,19 +165,24 @@ func (g *canonicalGen) params(b *strings.Builder, key string, params []fingerpri
 	b.WriteString("\tw.EndObject()\n")
 }
 
-// The expressions of bodies that are not fields of the request object.
-const (
-	formBody      = "idem.PostForm(ctx)" // the form as sent
-	multipartBody = "multipartParts"     // the parts idem.ReadMultipartRequest read
-)
+// multipartBody is the expression of a multipart body: the parts
+// idem.ReadMultipartRequest read.
+const multipartBody = "multipartParts"
 
-// part writes a body: the form as sent, the multipart parts read, or the
-// typed body.
+// formBody is the expression of a form body held in the request object's
+// field: the form the binder bound it from, body and query (see
+// idem.Form), whose fields the typed body may drop.
+func formBody(field string) string { return "idem.Form(ctx, request." + field + ")" }
+
+func isFormBody(expr string) bool { return strings.HasPrefix(expr, "idem.Form(") }
+
+// part writes a body: the form it was bound from, the multipart parts
+// read, or the typed body.
 func (g *canonicalGen) part(b *strings.Builder, p fingerprintPart, excl [][]string) {
 	switch {
-	case p.Expr == formBody && len(excl) == 0:
+	case isFormBody(p.Expr) && len(excl) == 0:
 		fmt.Fprintf(b, "\tw.Form(%s)\n", p.Expr)
-	case p.Expr == formBody || p.Expr == multipartBody:
+	case isFormBody(p.Expr) || p.Expr == multipartBody:
 		fmt.Fprintf(b, "\tw.Value(%s%s)\n", p.Expr, pointerArgs(excl))
 	default:
 		g.value(b, p.Expr, g.exprType(p.Expr), false, excl)

@@ -61,7 +61,7 @@ func TestFingerprintWritersMatch(t *testing.T) {
 			randvalue.Fill(r, &request)
 			var form url.Values
 			randvalue.Fill(r, &form)
-			ctx := idem.WithRequest(context.Background(), &http.Request{PostForm: form})
+			ctx := idem.WithRequest(context.Background(), &http.Request{Form: form, PostForm: form})
 `, c.GoName)
 		if c.Multipart {
 			b.WriteString("\t\t\tvar multipartParts []idem.MultipartPart\n\t\t\trandvalue.Fill(r, &multipartParts)\n")

@@ -22,44 +22,79 @@ import (
 // spec generated for each server kind, mounted the way that router mounts
 // things: every row of the protocol table that needs no database, a
 // 50-way race for one key, tenant isolation by the spec's scope header,
-// and a value a router middleware set reaching the handler.
+// and a value a router middleware set reaching the handler. The tests of
+// the suite that have a test of their own here are left to it.
 func TestServerKinds(t *testing.T) {
-	for _, kind := range []string{"std-http", "chi", "echo", "gin"} {
+	for _, kind := range serverKinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			name := "kinds-" + kind
-			res := generate(t, loadConfig(t, filepath.Join("testdata", name, "idemgen.yaml")))
-			// The conformance helpers (tests: true) are a package of their
-			// own, which imports the generated one from where it now is.
-			kit := slices.IndexFunc(res.Files, func(f generator.File) bool { return strings.HasSuffix(f.Path, "conformance.gen.go") })
-			if kit < 0 {
-				t.Fatal("no conformance helpers generated")
-			}
-			kitSrc := res.Files[kit].Content
-			res.Files = slices.Delete(res.Files, kit, kit+1)
-			pkg := writeGoPackage(t, res, map[string]string{"mount_test.go": mounts[kind]})
-			writeFile(t, filepath.Join(pkg, "protocol_test.go"), []byte(protocolSuite))
-			// The conformance test imports the package and its helpers.
-			writeFile(t, filepath.Join(pkg, "conformance_test.go"), []byte(strings.ReplaceAll(conformanceTest, "PKG", strings.TrimPrefix(pkg, "./"))))
-			from := []byte(`"github.com/idemgen/idemgen/generator/testdata/` + name + `/gen"`)
-			to := []byte(`"github.com/idemgen/idemgen/generator/` + strings.TrimPrefix(pkg, "./") + `"`)
-			if !bytes.Contains(kitSrc, from) {
-				t.Fatalf("the conformance helpers do not import %s", from)
-			}
-			writeFile(t, filepath.Join(pkg, "kindstest", "conformance.gen.go"), bytes.ReplaceAll(kitSrc, from, to))
-			if out, err := runGo(t, "test", "-count=1", pkg); err != nil {
-				t.Fatalf("go test %s: %v\n%s", pkg, err, out)
-			}
+			runTestBinary(t, kindsBinary(t, kind), "", "^TestBodyBoundUnderPrefix$")
 		})
 	}
 }
 
+// TestBodyBoundUnderPrefix runs the suite's test of that name on every
+// server kind: an annotated operation's body is bounded, and an
+// unannotated one's is not, wherever the routes are mounted.
+func TestBodyBoundUnderPrefix(t *testing.T) {
+	for _, kind := range serverKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			runTestBinary(t, kindsBinary(t, kind), "^TestBodyBoundUnderPrefix$", "")
+		})
+	}
+}
+
+var serverKinds = []string{"std-http", "chi", "echo", "gin"}
+
+// kindsBinary is the test binary of the example's spec generated for
+// kind, with the protocol suite and the conformance test.
+func kindsBinary(t *testing.T, kind string) string {
+	return buildTestBinary(t, "kinds-"+kind, func(t *testing.T) string {
+		name := "kinds-" + kind
+		res := generate(t, loadConfig(t, filepath.Join("testdata", name, "idemgen.yaml")))
+		// The conformance helpers (tests: true) are a package of their
+		// own, which imports the generated one from where it now is.
+		kit := slices.IndexFunc(res.Files, func(f generator.File) bool { return strings.HasSuffix(f.Path, "conformance.gen.go") })
+		if kit < 0 {
+			t.Fatal("no conformance helpers generated")
+		}
+		kitSrc := res.Files[kit].Content
+		res.Files = slices.Delete(res.Files, kit, kit+1)
+		pkg := writeGoPackage(t, res, map[string]string{"mount_test.go": mounts[kind]})
+		writeFile(t, filepath.Join(pkg, "protocol_test.go"), []byte(protocolSuite))
+		// The conformance test imports the package and its helpers.
+		writeFile(t, filepath.Join(pkg, "conformance_test.go"), []byte(strings.ReplaceAll(conformanceTest, "PKG", strings.TrimPrefix(pkg, "./"))))
+		from := []byte(`"github.com/idemgen/idemgen/generator/testdata/` + name + `/gen"`)
+		to := []byte(`"github.com/idemgen/idemgen/generator/` + strings.TrimPrefix(pkg, "./") + `"`)
+		if !bytes.Contains(kitSrc, from) {
+			t.Fatalf("the conformance helpers do not import %s", from)
+		}
+		writeFile(t, filepath.Join(pkg, "kindstest", "conformance.gen.go"), bytes.ReplaceAll(kitSrc, from, to))
+		return pkg
+	})
+}
+
 // mounts hold each kind's newHandler: the layer mounted on that router,
 // behind a middleware in the router's own style that stores the caller's
-// principal, which the suite's handler requires.
+// principal, which the suite's handler requires; and its newPrefixed,
+// the same mounted under prefix the router's own way (a group, a mount
+// point, a stripped prefix), not through BaseURL.
 var mounts = map[string]string{
-	"std-http": httpMount,
-	"chi":      httpMount,
+	"std-http": strings.Replace(httpMount, "IMPORT", "", 1) + `
+func newPrefixed(prefix string, impl IdempotentServer[memstore.NoTx], store idem.Store[memstore.NoTx], opts IdempotentHandlerOptions) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(prefix+"/", http.StripPrefix(prefix, newHandler(impl, store, opts)))
+	return mux
+}
+`,
+	"chi": strings.Replace(httpMount, "IMPORT", `"github.com/go-chi/chi/v5"`, 1) + `
+func newPrefixed(prefix string, impl IdempotentServer[memstore.NoTx], store idem.Store[memstore.NoTx], opts IdempotentHandlerOptions) http.Handler {
+	r := chi.NewRouter()
+	r.Mount(prefix, newHandler(impl, store, opts))
+	return r
+}
+`,
 	"echo": `package kinds
 
 import (
@@ -72,6 +107,10 @@ import (
 )
 
 func newHandler(impl IdempotentServer[memstore.NoTx], store idem.Store[memstore.NoTx], opts IdempotentHandlerOptions) http.Handler {
+	return newPrefixed("", impl, store, opts)
+}
+
+func newPrefixed(prefix string, impl IdempotentServer[memstore.NoTx], store idem.Store[memstore.NoTx], opts IdempotentHandlerOptions) http.Handler {
 	e := echo.New()
 	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -79,7 +118,11 @@ func newHandler(impl IdempotentServer[memstore.NoTx], store idem.Store[memstore.
 			return next(c)
 		}
 	})
-	RegisterIdempotentHandlers(e, impl, store, opts)
+	if prefix == "" {
+		RegisterIdempotentHandlers(e, impl, store, opts)
+	} else {
+		RegisterIdempotentHandlers(e.Group(prefix), impl, store, opts)
+	}
 	return e
 }
 `,
@@ -95,21 +138,31 @@ import (
 )
 
 func newHandler(impl IdempotentServer[memstore.NoTx], store idem.Store[memstore.NoTx], opts IdempotentHandlerOptions) http.Handler {
+	return newPrefixed("", impl, store, opts)
+}
+
+func newPrefixed(prefix string, impl IdempotentServer[memstore.NoTx], store idem.Store[memstore.NoTx], opts IdempotentHandlerOptions) http.Handler {
 	gin.SetMode(gin.ReleaseMode) // no debug route listing
 	r := gin.New()
 	r.Use(func(c *gin.Context) { c.Set(principalKey, "p1") })
-	RegisterIdempotentHandlers(r, impl, store, opts)
+	if prefix == "" {
+		RegisterIdempotentHandlers(r, impl, store, opts)
+	} else {
+		RegisterIdempotentHandlers(r.Group(prefix), impl, store, opts)
+	}
 	return r
 }
 `,
 }
 
+// httpMount is newHandler of std-http and chi; IMPORT is for more imports.
 const httpMount = `package kinds
 
 import (
 	"context"
 	"net/http"
 
+	IMPORT
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/memstore"
 )
@@ -181,6 +234,7 @@ import (
 // principal reached it.
 type service struct {
 	runs             atomic.Int64
+	baselineRuns     atomic.Int64
 	failNext         atomic.Bool
 	entered          chan struct{}
 	release          chan struct{}
@@ -210,6 +264,7 @@ func (s *service) CreateOrder(ctx context.Context, at *idem.Attempt[memstore.NoT
 }
 
 func (s *service) CreateOrderBaseline(context.Context, CreateOrderBaselineRequestObject) (CreateOrderBaselineResponseObject, error) {
+	s.baselineRuns.Add(1)
 	return CreateOrderBaseline400ApplicationProblemPlusJSONResponse{}, nil
 }
 
@@ -310,6 +365,106 @@ func TestBodyLimitOnAnnotatedOnly(t *testing.T) {
 		if resp.StatusCode != tc.want {
 			t.Errorf("POST %s with a %d-byte body: %d %.200s, want %d", tc.path, len(tc.body), resp.StatusCode, b, tc.want)
 		}
+	}
+}
+
+// TestBodyBoundUnderPrefix: an annotated operation's body is bounded on
+// its own route, however the routes are mounted: at the root, under
+// BaseURL, or under a prefix of the router's own (a std-http
+// http.StripPrefix, a chi Mount, an echo Group, a gin RouterGroup). An
+// over-limit body is a 413 and never runs the handler, by the handler's
+// MaxBodyBytes or the 1 MiB default, declared or chunked; a body within
+// it runs; an unannotated operation's body is left unbounded.
+func TestBodyBoundUnderPrefix(t *testing.T) {
+	for _, m := range []struct {
+		name, prefix string
+		handler      func(IdempotentServer[memstore.NoTx], idem.Store[memstore.NoTx], IdempotentHandlerOptions) http.Handler
+	}{
+		{"root", "", newHandler},
+		{"base-url", "/v1", func(impl IdempotentServer[memstore.NoTx], store idem.Store[memstore.NoTx], opts IdempotentHandlerOptions) http.Handler {
+			opts.BaseURL = "/v1"
+			return newHandler(impl, store, opts)
+		}},
+		{"router-prefix", "/v1", func(impl IdempotentServer[memstore.NoTx], store idem.Store[memstore.NoTx], opts IdempotentHandlerOptions) http.Handler {
+			return newPrefixed("/v1", impl, store, opts)
+		}},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			svc := &service{entered: make(chan struct{}, 1), release: make(chan struct{})}
+			logger := slog.New(slog.DiscardHandler)
+			bounded := httptest.NewServer(m.handler(svc, memstore.New(memstore.Options{}), IdempotentHandlerOptions{Options: idem.Options{Logger: logger}, MaxBodyBytes: 64}))
+			defer bounded.Close()
+			byDefault := httptest.NewServer(m.handler(svc, memstore.New(memstore.Options{}), IdempotentHandlerOptions{Options: idem.Options{Logger: logger}}))
+			defer byDefault.Close()
+			order := func(customer string) string {
+				return ` + "`" + `{"amount_cents": 100, "currency": "EUR", "customer_id": "` + "`" + ` + customer + ` + "`" + `"}` + "`" + `
+			}
+			key := 0
+			post := func(srv *httptest.Server, path, body string, chunked bool) (int, string) {
+				t.Helper()
+				var r io.Reader = strings.NewReader(body)
+				if chunked {
+					r = io.MultiReader(r) // of unknown length: sent chunked
+				}
+				req, err := http.NewRequest("POST", srv.URL+m.prefix+path, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-Account-Id", "a1")
+				key++
+				req.Header.Set("Idempotency-Key", fmt.Sprintf("k-prefix-%d", key))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				var p idem.Problem
+				_ = json.Unmarshal(b, &p)
+				return resp.StatusCode, p.Type
+			}
+			big := order(strings.Repeat("c", 100))
+			huge := order(strings.Repeat("c", 2<<20))
+			for _, tc := range []struct {
+				srv     *httptest.Server
+				path    string
+				body    string
+				chunked bool
+				want    int
+			}{
+				{bounded, "/orders", big, false, 413},
+				{bounded, "/orders", big, true, 413},
+				{byDefault, "/orders", huge, false, 413},
+				{byDefault, "/orders", huge, true, 413},
+			} {
+				if status, typ := post(tc.srv, tc.path, tc.body, tc.chunked); status != tc.want || !strings.HasSuffix(typ, "#body-too-large") {
+					t.Errorf("POST %s%s, a %d-byte body (chunked %v): %d %s, want %d body-too-large", m.prefix, tc.path, len(tc.body), tc.chunked, status, typ, tc.want)
+				}
+			}
+			if n := svc.runs.Load(); n != 0 {
+				t.Fatalf("createOrder ran %d times for bodies over its bound", n)
+			}
+			if status, _ := post(bounded, "/orders", order("c"), false); status != 201 {
+				t.Errorf("POST %s/orders within the bound: %d, want 201", m.prefix, status)
+			}
+			if status, _ := post(byDefault, "/orders", order(strings.Repeat("c", 70<<10)), true); status != 201 {
+				t.Errorf("POST %s/orders, 70 KiB chunked, within the default bound: %d, want 201", m.prefix, status)
+			}
+			if n := svc.runs.Load(); n != 2 {
+				t.Fatalf("createOrder ran %d times, want 2", n)
+			}
+			// createOrderBaseline is not annotated: its bodies are the
+			// user's to bound. Its handler answers 400 when it runs.
+			for _, srv := range []*httptest.Server{bounded, byDefault} {
+				if status, _ := post(srv, "/baseline/orders", huge, false); status != 400 {
+					t.Errorf("POST %s/baseline/orders, a %d-byte body: %d, want the handler's 400", m.prefix, len(huge), status)
+				}
+			}
+			if n := svc.baselineRuns.Load(); n != 2 {
+				t.Errorf("createOrderBaseline ran %d times, want 2: its bodies are not bounded", n)
+			}
+		})
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"mime"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,10 +75,15 @@ type operation struct {
 	// Multipart is the request field holding a multipart body, read
 	// before the fingerprint; "" when there is none.
 	Multipart string
-	// StreamBody is set when every body the operation takes is JSON,
-	// decoded as it arrives and fingerprinted from its decoded value: no
-	// buffer of the raw body is needed.
-	StreamBody bool
+	// Accept are the media types of the operation's request bodies, as the
+	// spec spells them and the strict handler tells them apart, and
+	// AcceptJSON those of them that are JSON: decoded as they arrive and
+	// fingerprinted from the decoded value, with no buffer of the raw body.
+	Accept, AcceptJSON []string
+	// Route is the operation's path as oapi-codegen registers it on the
+	// server kind's router, after the BaseURL: /orders/:id on echo and
+	// gin, /orders/{id} on chi and std-http.
+	Route string
 
 	// Example is the request the conformance helpers send by default,
 	// built from the spec's examples.
@@ -103,13 +107,19 @@ type recoveryPoint struct {
 	Phase string // the method of the phase after it: CreatePaymentAfterPaymentCreated
 }
 
-// ColonPath is the operation's path as echo and gin spell routes:
-// /orders/:id for /orders/{id}.
-func (op operation) ColonPath() string {
-	return pathParam.ReplaceAllString(op.Path, ":$1")
+// routePath is path as oapi-codegen registers it on the router of the
+// server kind: its own conversion, so that the two never differ.
+func routePath(server, path string) string {
+	switch server {
+	case "echo":
+		return codegen.SwaggerUriToEchoUri(path)
+	case "gin":
+		return codegen.SwaggerUriToGinUri(path)
+	case "chi":
+		return codegen.SwaggerUriToChiUri(path)
+	}
+	return codegen.SwaggerUriToStdHttpUri(path)
 }
-
-var pathParam = regexp.MustCompile(`\{([^}]+)\}`)
 
 // Phased reports whether the operation runs in phases.
 func (op operation) Phased() bool { return len(op.Points) > 0 }
@@ -143,6 +153,7 @@ func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.Op
 			Name:   d.SpecOperationId,
 			Method: strings.ToUpper(d.Method),
 			Path:   d.Path,
+			Route:  routePath(cfg.Server, d.Path),
 		}
 		if op.Name == "" && d.Spec != nil {
 			op.Name = d.Spec.OperationID
@@ -237,9 +248,11 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	op.Fingerprint.Header = paramParts(d.HeaderParams, "request.Params.", excluded)
 
 	jsonSchema, body, tags, err := requestBody(d)
-	op.StreamBody = true
 	for _, b := range d.Bodies {
-		op.StreamBody = op.StreamBody && b.IsJSON()
+		op.Accept = append(op.Accept, b.ContentType)
+		if b.IsJSON() {
+			op.AcceptJSON = append(op.AcceptJSON, b.ContentType)
+		}
 		if b.NameTag == "Multipart" {
 			op.Multipart = "Body"
 			if len(d.Bodies) > 1 {
@@ -365,8 +378,9 @@ func requestBody(d codegen.OperationDefinition) (jsonSchema *openapi3.Schema, bo
 		case b.NameTag == "Multipart":
 			return multipartBody
 		case isForm(b.ContentType):
-			// The form as sent: the typed body drops unknown fields.
-			return formBody
+			// The form the typed body was bound from: it drops unknown
+			// fields, and takes the query's too.
+			return formBody(name)
 		}
 		return "request." + name
 	}

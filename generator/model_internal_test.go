@@ -52,14 +52,20 @@ func TestDurationExpr(t *testing.T) {
 	}
 }
 
-func TestColonPath(t *testing.T) {
-	for in, want := range map[string]string{
-		"/orders":                      "/orders",
-		"/orders/{id}":                 "/orders/:id",
-		"/orders/{id}/items/{item_id}": "/orders/:id/items/:item_id",
+// TestRoutePath: an operation's route is spelled as oapi-codegen
+// registers it on each kind's router, or its body gate would not be found.
+func TestRoutePath(t *testing.T) {
+	for _, tt := range []struct{ server, in, want string }{
+		{"echo", "/orders", "/orders"},
+		{"echo", "/orders/{id}", "/orders/:id"},
+		{"gin", "/orders/{id}/items/{item_id}", "/orders/:id/items/:item_id"},
+		{"chi", "/orders/{id}", "/orders/{id}"},
+		{"std-http", "/orders/{id}", "/orders/{id}"},
+		{"std-http", "/orders/{order-id}", "/orders/{order_id}"},
+		{"std-http", "/orders/", "/orders/{$}"},
 	} {
-		if got := (operation{Path: in}).ColonPath(); got != want {
-			t.Errorf("ColonPath(%s) = %s, want %s", in, got, want)
+		if got := routePath(tt.server, tt.in); got != tt.want {
+			t.Errorf("routePath(%s, %s) = %s, want %s", tt.server, tt.in, got, tt.want)
 		}
 	}
 }

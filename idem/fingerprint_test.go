@@ -2,7 +2,12 @@ package idem_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -134,4 +139,36 @@ func FuzzCanonical(f *testing.F) {
 			t.Fatalf("not idempotent: %q -> %q -> %q", data, c1, c2)
 		}
 	})
+}
+
+// Form is the form the binder bound a typed body from: the body's fields
+// and the query's, as http.Request.ParseForm merges them; nil when the
+// request's body was not the form (no typed form body) or the form is
+// empty.
+func TestForm(t *testing.T) {
+	r := httptest.NewRequest("POST", "/customers?name=Alice&source=web", strings.NewReader("email=a%40example.com&name=Bob"))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if err := r.ParseForm(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := idem.WithRequest(context.Background(), r)
+	type body struct{ Name string }
+	want := url.Values{"email": {"a@example.com"}, "name": {"Bob", "Alice"}, "source": {"web"}}
+	if got := idem.Form(ctx, &body{}); !reflect.DeepEqual(got, want) {
+		t.Errorf("Form: %v, want %v", got, want)
+	}
+	if got := idem.Form[body](ctx, nil); got != nil {
+		t.Errorf("Form without a typed body: %v, want nil", got)
+	}
+	empty := httptest.NewRequest("POST", "/customers", http.NoBody)
+	empty.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if err := empty.ParseForm(); err != nil {
+		t.Fatal(err)
+	}
+	if got := idem.Form(idem.WithRequest(context.Background(), empty), &body{}); got != nil {
+		t.Errorf("Form of an empty form: %v, want nil", got)
+	}
+	if got := idem.Form(context.Background(), &body{}); got != nil {
+		t.Errorf("Form without a request: %v, want nil", got)
+	}
 }

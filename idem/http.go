@@ -3,11 +3,13 @@ package idem
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 )
 
 type requestKey struct{}
@@ -31,7 +33,10 @@ func RequestFrom(ctx context.Context) *http.Request {
 // BoundBody bounded, what the decoder left unread after the JSON value is
 // read and discarded, so that a body over the limit is refused even when
 // its value ends below it: EndBody returns the 413 *Problem then, or a
-// 400 *Problem when the rest cannot be read.
+// 400 *Problem when the rest cannot be read. Anything but whitespace after
+// the value (`{...}{...}`, `{...}garbage`) is a 400 *Problem too: the
+// decoder stops at the end of the first value, and the fingerprint, made
+// from it, would not cover the rest.
 func EndBody(ctx context.Context) error {
 	r := RequestFrom(ctx)
 	if r == nil {
@@ -39,9 +44,13 @@ func EndBody(ctx context.Context) error {
 	}
 	body := r.Body
 	r.Body = http.NoBody
-	if b, ok := body.(boundedBody); ok {
-		if _, err := io.Copy(io.Discard, b); err != nil {
+	if b, ok := body.(*boundedBody); ok {
+		// Up to the end, the limit, or the first byte past the value.
+		if _, err := io.Copy(io.Discard, untilTrailing{b}); err != nil {
 			return bodyProblem(err)
+		}
+		if b.end.done() {
+			return trailingData()
 		}
 	}
 	return nil
@@ -101,12 +110,63 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
 // length over the limit is answered with 413 at once; a body that turns
 // out longer fails its reads with *http.MaxBytesError, which RequestError
 // answers with 413, and EndBody checks what follows the decoded value.
+// With no limit (negative), the body is still watched for what follows
+// its value.
 func BoundBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
 	body, ok := bound(w, r, limit)
-	if body != nil {
-		r.Body = boundedBody{body}
+	if !ok {
+		return false
 	}
-	return ok
+	if body == nil && r.Body != nil && r.Body != http.NoBody {
+		body = r.Body // not bounded, but watched all the same
+	}
+	if body != nil {
+		r.Body = &boundedBody{ReadCloser: body}
+	}
+	return true
+}
+
+// CheckContentType checks that r's body, if it has one, is of one of the
+// media types accept lists, as the generated strict handler tells them
+// apart (the Content-Type header begins with it), or answers w with a 415
+// problem naming them and returns false. With no accept, any body passes:
+// the operation takes none, and its handler never reads it. A request of
+// declared length 0 has no body.
+func CheckContentType(w http.ResponseWriter, r *http.Request, accept ...string) bool {
+	if len(accept) == 0 || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return true
+	}
+	ct := r.Header.Get("Content-Type")
+	for _, a := range accept {
+		if strings.HasPrefix(ct, a) {
+			return true
+		}
+	}
+	WriteProblem(w, unsupportedMediaType(ct, accept))
+	return false
+}
+
+func unsupportedMediaType(ct string, accept []string) *Problem {
+	sent := fmt.Sprintf("Content-Type %q", ct)
+	if ct == "" {
+		sent = "no Content-Type"
+	}
+	return &Problem{
+		Type:   TypeUnsupportedMediaType,
+		Title:  "Unsupported media type",
+		Status: http.StatusUnsupportedMediaType,
+		Detail: fmt.Sprintf("The request body was sent with %s, and this operation accepts %s. Send the body as one of them, with its Content-Type; the request was not run.", sent, strings.Join(accept, ", ")),
+	}
+}
+
+// trailingData answers a JSON body with data after its value.
+func trailingData() *Problem {
+	return &Problem{
+		Type:   TypeInvalidRequest,
+		Title:  "Invalid request",
+		Status: http.StatusBadRequest,
+		Detail: "The request body has data after its JSON value. Send exactly one JSON value, with nothing but whitespace after it; the request was not run.",
+	}
 }
 
 // bound returns r's body bounded to limit bytes, or nil when it has none
@@ -126,8 +186,166 @@ func bound(w http.ResponseWriter, r *http.Request, limit int64) (io.ReadCloser, 
 	return http.MaxBytesReader(w, r.Body, limit), true
 }
 
-// boundedBody is a body BoundBody bounded, for EndBody to tell.
-type boundedBody struct{ io.ReadCloser }
+// boundedBody is a body BoundBody bounded, for EndBody to tell. It follows
+// the JSON text as the decoder reads it, to find what follows the value.
+type boundedBody struct {
+	io.ReadCloser
+	end valueEnd
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.end.scan(p[:n])
+	if err == io.EOF {
+		b.end.eof()
+	}
+	return n, err
+}
+
+// untilTrailing reads a boundedBody up to the first byte past its value.
+type untilTrailing struct{ b *boundedBody }
+
+func (u untilTrailing) Read(p []byte) (int, error) {
+	if u.b.end.done() {
+		return 0, io.EOF
+	}
+	return u.b.Read(p)
+}
+
+// valueEnd follows a JSON text as it is read and tells whether anything
+// but whitespace follows its first value. It leaves checking the value to
+// the decoder, which fails on one that is not JSON: it follows only
+// strings, nesting, and where a top-level number or literal ends.
+type valueEnd struct {
+	state   uint8
+	escaped bool   // in a string, the next byte is escaped
+	depth   int    // of objects and arrays
+	scalar  []byte // a top-level number or literal, so far
+}
+
+// The states of valueEnd.
+const (
+	beforeValue uint8 = iota
+	inNested          // in an object or array, outside strings
+	inString
+	inScalar // a top-level number or literal
+	afterValue
+	trailing // something other than whitespace followed the value
+)
+
+// done reports whether data followed the value.
+func (v *valueEnd) done() bool { return v.state == trailing }
+
+// eof ends the text: a top-level number or literal ends with it.
+func (v *valueEnd) eof() {
+	if v.state == inScalar {
+		v.endScalar()
+	}
+}
+
+// endScalar ends a top-level number or literal: when it is not one JSON
+// value, the decoder took a prefix of it (1 of 1x, true of truex) and the
+// rest follows the value.
+func (v *valueEnd) endScalar() {
+	v.state = afterValue
+	if !json.Valid(v.scalar) {
+		v.state = trailing
+	}
+	v.scalar = nil
+}
+
+func (v *valueEnd) scan(p []byte) {
+	for i := 0; i < len(p); {
+		switch v.state {
+		case trailing:
+			return
+		case beforeValue, afterValue:
+			c := p[i]
+			i++
+			switch {
+			case isSpace(c):
+			case v.state == afterValue:
+				v.state = trailing
+				return
+			case c == '{' || c == '[':
+				v.state, v.depth = inNested, 1
+			case c == '"':
+				v.state = inString
+			default:
+				v.state = inScalar
+				v.scalar = append(v.scalar, c)
+			}
+		case inNested:
+			c := p[i]
+			i++
+			switch c {
+			case '"':
+				v.state = inString
+			case '{', '[':
+				v.depth++
+			case '}', ']':
+				v.depth--
+				if v.depth == 0 {
+					v.state = afterValue
+				}
+			}
+		case inString:
+			i = v.scanString(p, i)
+		case inScalar:
+			c := p[i]
+			switch {
+			case isSpace(c):
+				v.endScalar()
+			case strings.IndexByte(`{}[]",:`, c) >= 0:
+				v.endScalar()
+				v.state = trailing
+				return
+			default:
+				v.scalar = append(v.scalar, c)
+			}
+			i++
+		}
+	}
+}
+
+// scanString follows a string from p[i] and returns where it stopped: past
+// the closing quote, or at the end of p. It looks for quotes and
+// backslashes with bytes.IndexByte, as strings are most of a large body.
+func (v *valueEnd) scanString(p []byte, i int) int {
+	quote := -1 // the first quote at or after i, or len(p) for none
+	for i < len(p) {
+		if v.escaped {
+			v.escaped = false
+			i++
+			continue
+		}
+		if quote < i {
+			quote = bytes.IndexByte(p[i:], '"')
+			if quote < 0 {
+				quote = len(p)
+			} else {
+				quote += i
+			}
+		}
+		backslash := bytes.IndexByte(p[i:quote], '\\')
+		if backslash >= 0 {
+			i += backslash + 1
+			v.escaped = true
+			continue
+		}
+		if quote == len(p) {
+			return len(p)
+		}
+		v.state = afterValue
+		if v.depth > 0 {
+			v.state = inNested
+		}
+		return quote + 1
+	}
+	return i
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // bufferedBody is a body ReadBody read whole: a reader over it, and the
 // bytes, for ReadMultipartRequest.

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/idemgen/idemgen/idem"
 )
@@ -105,10 +106,9 @@ func TestBoundBody(t *testing.T) {
 	})
 
 	t.Run("no limit", func(t *testing.T) {
-		r := chunked(`{"a": 1}` + strings.Repeat(" ", limit))
-		before := r.Body
-		if !idem.BoundBody(httptest.NewRecorder(), r, -1) || r.Body != before {
-			t.Fatal("BoundBody with no limit changed the request")
+		r := chunked(`{"a": 1}` + strings.Repeat(" ", idem.DefaultMaxBodyBytes+1))
+		if !idem.BoundBody(httptest.NewRecorder(), r, -1) {
+			t.Fatal("BoundBody with no limit refused a body")
 		}
 		if err := decode(r); err != nil {
 			t.Fatal(err)
@@ -117,6 +117,149 @@ func TestBoundBody(t *testing.T) {
 			t.Fatalf("EndBody: %v", err)
 		}
 	})
+}
+
+// EndBody refuses a JSON body with anything but whitespace after its
+// value, a 400 that says so, however the body arrives: whole, a byte at a
+// time (so that every state of the scan ends a read), with or without a
+// limit. Whitespace after the value is fine.
+func TestEndBodyTrailingData(t *testing.T) {
+	for _, tc := range []struct {
+		body     string
+		trailing bool
+	}{
+		{`{"a": 1}`, false},
+		{`{"a": 1}` + " \t\r\n", false},
+		{` {"a": "}{\"]", "b": ["\\", {"c": null}]} `, false},
+		{`[1, [2, {"x": "]"}]]`, false},
+		{`"a\"}b\\"`, false},
+		{`123`, false},
+		{`-1.5e+3 `, false},
+		{`true`, false},
+		{`null` + "\n", false},
+		{`{"a": 1}x`, true},
+		{`{"a": 1}{}`, true},
+		{`{"a": 1} {"a": 1}`, true},
+		{`{"a": 1}` + "\n" + `garbage`, true},
+		{`[1]]`, true},
+		{`{"a": "\\"}"`, true},
+		{`"s"x`, true},
+		{`"s" "t"`, true},
+		{`123x`, true},
+		{`1 2`, true},
+		{`1e5e5`, true},
+		{`1.5.5`, true},
+		{`0123`, true},
+		{`truex`, true},
+		{`true false`, true},
+		{`nullnull`, true},
+		{`1{}`, true},
+		{`1"s"`, true},
+	} {
+		for _, split := range []string{"whole", "byte by byte"} {
+			for _, limit := range []int64{64, -1} {
+				var body io.Reader = strings.NewReader(tc.body)
+				if split == "byte by byte" {
+					body = iotest.OneByteReader(body)
+				}
+				r := httptest.NewRequest("POST", "/orders", body)
+				r.ContentLength = -1
+				if !idem.BoundBody(httptest.NewRecorder(), r, limit) {
+					t.Fatalf("%q: BoundBody refused it", tc.body)
+				}
+				var v any
+				if err := json.NewDecoder(r.Body).Decode(&v); err != nil {
+					t.Fatalf("%q (%s, limit %d): the decoder failed: %v", tc.body, split, limit, err)
+				}
+				err := idem.EndBody(idem.WithRequest(context.Background(), r))
+				if !tc.trailing {
+					if err != nil {
+						t.Errorf("%q (%s, limit %d): EndBody: %v, want nil", tc.body, split, limit, err)
+					}
+					continue
+				}
+				p, ok := errors.AsType[*idem.Problem](err)
+				if !ok || p.Status != 400 || p.Type != idem.TypeInvalidRequest || !strings.Contains(p.Detail, "data after its JSON value") {
+					t.Errorf("%q (%s, limit %d): EndBody: %v, want the 400 problem of data after the value", tc.body, split, limit, err)
+				}
+			}
+		}
+	}
+}
+
+// The data after a value is found at once: EndBody does not read a long
+// tail to the end, not even without a limit.
+func TestEndBodyStopsAtTrailingData(t *testing.T) {
+	tail := &countingReader{r: strings.NewReader(strings.Repeat("x", 1<<20))}
+	r := httptest.NewRequest("POST", "/orders", io.MultiReader(strings.NewReader(`{"a": 1}`), tail))
+	r.ContentLength = -1
+	if !idem.BoundBody(httptest.NewRecorder(), r, -1) {
+		t.Fatal("BoundBody refused the body")
+	}
+	var v any
+	if err := json.NewDecoder(r.Body).Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	if err := idem.EndBody(idem.WithRequest(context.Background(), r)); err == nil {
+		t.Fatal("EndBody: nil, want the 400 problem")
+	}
+	if tail.n > 64<<10 {
+		t.Errorf("EndBody read %d bytes of the tail", tail.n)
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// CheckContentType lets a body of a declared media type through, with
+// parameters; answers any other, or none, with a 415 naming the declared
+// ones; and checks nothing of a request without a body or an operation
+// that takes none.
+func TestCheckContentType(t *testing.T) {
+	accept := []string{"application/json", "application/x-www-form-urlencoded"}
+	for _, tc := range []struct {
+		ct     string
+		body   string
+		accept []string
+		pass   bool
+	}{
+		{"application/json", "{}", accept, true},
+		{"application/json; charset=utf-8", "{}", accept, true},
+		{"application/x-www-form-urlencoded", "a=1", accept, true},
+		{"text/plain", "{}", accept, false},
+		{"", "{}", accept, false},
+		{"", "", accept, true},
+		{"text/plain", "x", nil, true},
+	} {
+		r := httptest.NewRequest("POST", "/orders", strings.NewReader(tc.body))
+		if tc.ct != "" {
+			r.Header.Set("Content-Type", tc.ct)
+		}
+		w := httptest.NewRecorder()
+		if got := idem.CheckContentType(w, r, tc.accept...); got != tc.pass {
+			t.Errorf("Content-Type %q, body %q, accept %q: %v, want %v", tc.ct, tc.body, tc.accept, got, tc.pass)
+		}
+		if tc.pass {
+			continue
+		}
+		var p idem.Problem
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || w.Code != 415 || p.Type != idem.TypeUnsupportedMediaType || w.Header().Get("Content-Type") != idem.ContentTypeProblem {
+			t.Errorf("Content-Type %q: answered %d %s, want a 415 problem", tc.ct, w.Code, w.Body)
+		}
+		for _, a := range tc.accept {
+			if !strings.Contains(p.Detail, a) {
+				t.Errorf("Content-Type %q: the problem does not name %s: %q", tc.ct, a, p.Detail)
+			}
+		}
+	}
 }
 
 // A body ReadBody buffered is let go by EndBody, whatever follows its value.

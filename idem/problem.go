@@ -14,17 +14,18 @@ const ProblemBase = "https://github.com/idemgen/idemgen/blob/main/docs/problems.
 // Problem types answered by the runtime. They are stable: clients may
 // switch on them.
 const (
-	TypeMissingKey         = ProblemBase + "missing-idempotency-key"
-	TypeInvalidKey         = ProblemBase + "invalid-idempotency-key"
-	TypeInvalidRequest     = ProblemBase + "invalid-request"
-	TypeBodyTooLarge       = ProblemBase + "body-too-large"
-	TypeInvalidScope       = ProblemBase + "invalid-scope"
-	TypeKeyInUse           = ProblemBase + "idempotency-key-in-use"
-	TypeKeyReused          = ProblemBase + "idempotency-key-reused"
-	TypeStoreUnavailable   = ProblemBase + "store-unavailable"
-	TypeInternal           = ProblemBase + "internal-error"
-	TypeAttemptAbandoned   = ProblemBase + "attempt-abandoned"
-	TypeStoreMisconfigured = ProblemBase + "store-misconfigured"
+	TypeMissingKey           = ProblemBase + "missing-idempotency-key"
+	TypeInvalidKey           = ProblemBase + "invalid-idempotency-key"
+	TypeInvalidRequest       = ProblemBase + "invalid-request"
+	TypeBodyTooLarge         = ProblemBase + "body-too-large"
+	TypeUnsupportedMediaType = ProblemBase + "unsupported-media-type"
+	TypeInvalidScope         = ProblemBase + "invalid-scope"
+	TypeKeyInUse             = ProblemBase + "idempotency-key-in-use"
+	TypeKeyReused            = ProblemBase + "idempotency-key-reused"
+	TypeStoreUnavailable     = ProblemBase + "store-unavailable"
+	TypeInternal             = ProblemBase + "internal-error"
+	TypeAttemptAbandoned     = ProblemBase + "attempt-abandoned"
+	TypeStoreMisconfigured   = ProblemBase + "store-misconfigured"
 )
 
 // ContentTypeProblem is the media type of RFC 9457 problem details.

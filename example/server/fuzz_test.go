@@ -47,7 +47,7 @@ const (
 // operation plus the protocol's. The fake service never fails, so 500 is
 // never right.
 var fuzzStatuses = func() map[string][]int {
-	protocol := []int{400, 409, 413, 422, 503}
+	protocol := []int{400, 409, 413, 415, 422, 503}
 	m := map[string][]int{
 		"POST /orders":          {201, 400},
 		"GET /orders":           {200},
@@ -287,7 +287,16 @@ func checkFuzzAnswer(t *testing.T, r *http.Request, a fuzzAnswer, limit int64, b
 	if !keyOK && a.ran {
 		t.Errorf("%s ran with a missing or invalid key\n  %s", op, input)
 	}
-	if !keyOK && a.status != 400 && a.status != 413 {
+	// A body of a media type the operation does not declare is a 415,
+	// before anything else of the request is looked at; any other is not.
+	undeclared := r.ContentLength != 0 && !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json")
+	if undeclared != (a.status == 415) {
+		t.Errorf("%s answered %d %s to a body with Content-Type %q\n  %s", op, a.status, a.body, r.Header.Get("Content-Type"), input)
+	}
+	if undeclared && a.ran {
+		t.Errorf("%s ran a body with Content-Type %q\n  %s", op, r.Header.Get("Content-Type"), input)
+	}
+	if !keyOK && a.status != 400 && a.status != 413 && a.status != 415 {
 		t.Errorf("%s answered a missing or invalid key with %d %s\n  %s", op, a.status, a.body, input)
 	}
 	if keyOK && a.ran && a.status >= 200 && a.status < 300 && !strings.HasPrefix(a.header.Get("Content-Type"), "application/json") {
@@ -309,7 +318,7 @@ func checkFuzzAnswer(t *testing.T, r *http.Request, a fuzzAnswer, limit int64, b
 		}
 		// A 400 is right too when the request is bad before the decoder
 		// reaches the limit: in its parameters or its first bytes.
-		if a.status != 413 && a.status != 400 {
+		if a.status != 413 && a.status != 400 && a.status != 415 {
 			t.Errorf("%s answered a body over the limit with %d %s\n  %s", op, a.status, a.body, input)
 		}
 	}

@@ -96,7 +96,11 @@ type IdempotentHandlerOptions struct {
 	// claim. Zero means the default for the operation's body,
 	// idem.DefaultMaxJSONBodyBytes (1 MiB) or, for multipart bodies,
 	// idem.DefaultMaxMultipartBytes (32 MiB); negative, no limit. Other
-	// operations' bodies are left to your own middlewares.
+	// operations' bodies are left to your own middlewares. A body of a
+	// media type the annotated operation does not declare is answered 415.
+	// Both are checked on the operation's own route, after Middlewares and
+	// before the parameters decode, wherever the routes are mounted (under
+	// a prefix, a group or a mount point).
 	MaxBodyBytes int64
 }
 
@@ -113,10 +117,14 @@ func RegisterIdempotentHandlers[T any](router EchoRouter, impl IdempotentServer[
 	errs := idem.ErrorHandlers{Logger: opts.Logger}
 	middlewares := append([]StrictMiddlewareFunc{withIdempotencyRequest}, opts.StrictMiddlewares...)
 	strict := NewStrictHandler(NewIdempotentStrictServer(impl, store, opts.Options), middlewares)
-	// The first middleware runs first: the user's, then the body limit,
-	// then the problem answers, which see only the API's own errors.
-	routes := echoRoutes{router, append(append([]echo.MiddlewareFunc{}, opts.Middlewares...), limitBody(opts.BaseURL, opts.MaxBodyBytes), answerErrors(errs))}
+	// The first middleware runs first: the user's, then the body gate of
+	// an annotated operation's route, handed to it as echo registers it
+	// (see routeGates), then the problem answers, which see only the
+	// API's own errors.
+	gates := newRouteGates(opts.BaseURL, opts.MaxBodyBytes)
+	routes := echoRoutes{router: router, before: opts.Middlewares, after: []echo.MiddlewareFunc{answerErrors(errs)}, gates: gates}
 	RegisterHandlersWithBaseURL(routes, strict, opts.BaseURL)
+	gates.check()
 }
 
 // EchoContext returns the echo.Context of the request whose context ctx
@@ -159,13 +167,12 @@ func withIdempotencyRequest(f StrictHandlerFunc, _ string) StrictHandlerFunc {
 	}
 }
 
-// limitBody bounds the bodies of the annotated operations' requests
-// before anything reads them (see bodyBound), and leaves the others alone.
-func limitBody(baseURL string, limit int64) echo.MiddlewareFunc {
+// gateBody runs an annotated operation's body gate (see routeGates)
+// before anything reads the body.
+func gateBody(gate func(http.ResponseWriter, *http.Request) bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			bound, annotated := idempotentRoutes[c.Request().Method+" "+strings.TrimPrefix(c.Path(), baseURL)]
-			if annotated && !bound.limit(c.Response(), c.Request(), limit) {
+			if !gate(c.Response(), c.Request()) {
 				return nil
 			}
 			return next(c)
@@ -199,86 +206,154 @@ func answerErrors(errs idem.ErrorHandlers) echo.MiddlewareFunc {
 }
 
 // echoRoutes adds middlewares to every route it registers: unlike a
-// group's, they do not run for requests that match no route.
+// group's, they do not run for requests that match no route. An annotated
+// operation's route gets its body gate between before and after.
 type echoRoutes struct {
-	router      EchoRouter
-	middlewares []echo.MiddlewareFunc
+	router        EchoRouter
+	before, after []echo.MiddlewareFunc
+	gates         *routeGates
 }
 
-func (r echoRoutes) with(m []echo.MiddlewareFunc) []echo.MiddlewareFunc {
-	return append(append([]echo.MiddlewareFunc{}, r.middlewares...), m...)
+func (r echoRoutes) with(method, path string, m []echo.MiddlewareFunc) []echo.MiddlewareFunc {
+	all := append([]echo.MiddlewareFunc{}, r.before...)
+	if gate := r.gates.of(method, path); gate != nil {
+		all = append(all, gateBody(gate))
+	}
+	return append(append(all, r.after...), m...)
 }
 
 func (r echoRoutes) CONNECT(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
-	return r.router.CONNECT(path, h, r.with(m)...)
+	return r.router.CONNECT(path, h, r.with(http.MethodConnect, path, m)...)
 }
 
 func (r echoRoutes) DELETE(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
-	return r.router.DELETE(path, h, r.with(m)...)
+	return r.router.DELETE(path, h, r.with(http.MethodDelete, path, m)...)
 }
 
 func (r echoRoutes) GET(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
-	return r.router.GET(path, h, r.with(m)...)
+	return r.router.GET(path, h, r.with(http.MethodGet, path, m)...)
 }
 
 func (r echoRoutes) HEAD(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
-	return r.router.HEAD(path, h, r.with(m)...)
+	return r.router.HEAD(path, h, r.with(http.MethodHead, path, m)...)
 }
 
 func (r echoRoutes) OPTIONS(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
-	return r.router.OPTIONS(path, h, r.with(m)...)
+	return r.router.OPTIONS(path, h, r.with(http.MethodOptions, path, m)...)
 }
 
 func (r echoRoutes) PATCH(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
-	return r.router.PATCH(path, h, r.with(m)...)
+	return r.router.PATCH(path, h, r.with(http.MethodPatch, path, m)...)
 }
 
 func (r echoRoutes) POST(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
-	return r.router.POST(path, h, r.with(m)...)
+	return r.router.POST(path, h, r.with(http.MethodPost, path, m)...)
 }
 
 func (r echoRoutes) PUT(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
-	return r.router.PUT(path, h, r.with(m)...)
+	return r.router.PUT(path, h, r.with(http.MethodPut, path, m)...)
 }
 
 func (r echoRoutes) TRACE(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
-	return r.router.TRACE(path, h, r.with(m)...)
+	return r.router.TRACE(path, h, r.with(http.MethodTrace, path, m)...)
 }
 
-// bodyBound is how an annotated operation's request bodies are bounded:
-// by its annotation's max-body, else by the handler's MaxBodyBytes, else
-// by the default for its kind of body. A JSON body is decoded as it
-// arrives (stream); any other is read whole first, for its fingerprint.
-type bodyBound struct {
+// bodyGate is what an annotated operation's route checks before anything
+// reads the request: that its body is of a media type the operation
+// declares, and its size. The size is bounded by the annotation's
+// max-body, else by the handler's MaxBodyBytes, else by the default for
+// the operation's kind of body. A JSON body is decoded as it arrives; any
+// other is read whole first, for its fingerprint.
+type bodyGate struct {
 	annotated, fallback int64
-	stream              bool
+	// accept are the media types of the operation's request bodies, and
+	// json those of them that are JSON; none when it takes no body.
+	accept, json []string
 }
 
-// limit bounds r's body, or answers w with a problem and returns false.
-func (b bodyBound) limit(w http.ResponseWriter, r *http.Request, option int64) bool {
-	limit := b.fallback
-	switch {
-	case b.annotated != 0:
-		limit = b.annotated
-	case option != 0:
-		limit = option
+// pass lets r through with its body bounded to limit bytes, or answers w
+// with a problem and returns false.
+func (g bodyGate) pass(w http.ResponseWriter, r *http.Request, limit int64) bool {
+	if !idem.CheckContentType(w, r, g.accept...) {
+		return false
 	}
-	if b.stream {
+	if g.streams(r) {
 		return idem.BoundBody(w, r, limit)
 	}
 	return idem.ReadBody(w, r, limit)
 }
 
-// idempotentRoutes are the annotated operations' routes, as echo spells them.
-var idempotentRoutes = map[string]bodyBound{
-	"POST /orders":   {fallback: idem.DefaultMaxJSONBodyBytes, stream: true},
-	"POST /payments": {annotated: 65536, fallback: idem.DefaultMaxJSONBodyBytes, stream: true},
+// streams reports whether r's body is JSON, which the strict handler
+// decodes as it arrives.
+func (g bodyGate) streams(r *http.Request) bool {
+	if len(g.json) == len(g.accept) {
+		return true
+	}
+	ct := r.Header.Get("Content-Type")
+	for _, t := range g.json {
+		if strings.HasPrefix(ct, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// idempotentRoutes are the annotated operations' routes as oapi-codegen
+// registers them on the echo router, after the BaseURL.
+var idempotentRoutes = map[string]bodyGate{
+	"POST /orders":   {fallback: idem.DefaultMaxJSONBodyBytes, accept: []string{"application/json"}, json: []string{"application/json"}},
+	"POST /payments": {annotated: 65536, fallback: idem.DefaultMaxJSONBodyBytes, accept: []string{"application/json"}, json: []string{"application/json"}},
+}
+
+// routeGates hands each annotated operation's route its gate as the router
+// registers it: the gate then runs for the operation the router dispatched
+// to, wherever the API is mounted (under a route group, a mount point or a
+// stripped prefix), and no path is matched at request time.
+type routeGates struct {
+	baseURL    string
+	option     int64 // the handler's MaxBodyBytes
+	registered map[string]bool
+}
+
+func newRouteGates(baseURL string, option int64) *routeGates {
+	return &routeGates{baseURL: baseURL, option: option, registered: make(map[string]bool, len(idempotentRoutes))}
+}
+
+// of returns the gate of the route registered as method and path (the
+// BaseURL, then the operation's route), or nil when it is not an
+// annotated operation's.
+func (g *routeGates) of(method, path string) func(http.ResponseWriter, *http.Request) bool {
+	route := method + " " + strings.TrimPrefix(path, g.baseURL)
+	gate, annotated := idempotentRoutes[route]
+	if !annotated {
+		return nil
+	}
+	g.registered[route] = true
+	limit := gate.fallback
+	switch {
+	case gate.annotated != 0:
+		limit = gate.annotated
+	case g.option != 0:
+		limit = g.option
+	}
+	return func(w http.ResponseWriter, r *http.Request) bool { return gate.pass(w, r, limit) }
+}
+
+// check panics when an annotated operation's route was registered without
+// its gate: it would take bodies of any size and media type.
+func (g *routeGates) check() {
+	for route := range idempotentRoutes {
+		if !g.registered[route] {
+			panic("kinds: the route " + route + " of an annotated operation was registered without its body gate")
+		}
+	}
 }
 
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for
 // mounting with NewStrictHandler yourself. The strict handler must run the
 // request through a middleware that calls idem.WithRequest, as
-// NewIdempotentHandler does.
+// NewIdempotentHandler does. Bodies are then bounded, and their media
+// types checked, only by what you mount it with.
 func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store[T], opts idem.Options) StrictServerInterface {
 	return &idempotentServer[T]{
 		impl:   impl,

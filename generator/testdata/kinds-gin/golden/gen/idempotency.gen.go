@@ -95,7 +95,11 @@ type IdempotentHandlerOptions struct {
 	// claim. Zero means the default for the operation's body,
 	// idem.DefaultMaxJSONBodyBytes (1 MiB) or, for multipart bodies,
 	// idem.DefaultMaxMultipartBytes (32 MiB); negative, no limit. Other
-	// operations' bodies are left to your own middlewares.
+	// operations' bodies are left to your own middlewares. A body of a
+	// media type the annotated operation does not declare is answered 415.
+	// Both are checked on the operation's own route, before the parameters
+	// decode and before Middlewares, wherever the routes are mounted (under
+	// a prefix, a group or a mount point).
 	MaxBodyBytes int64
 }
 
@@ -116,24 +120,63 @@ func RegisterIdempotentHandlers[T any](router gin.IRouter, impl IdempotentServer
 		HandlerErrorFunc:         responseError,
 		ResponseErrorHandlerFunc: responseError,
 	})
-	RegisterHandlersWithOptions(router, strict, GinServerOptions{
-		BaseURL: opts.BaseURL,
-		// They run in order, after the parameters decode: the body is
-		// bounded before the strict handler reads it.
-		Middlewares:  append(append([]MiddlewareFunc{}, opts.Middlewares...), limitBody(opts.BaseURL, opts.MaxBodyBytes)),
+	// Each annotated operation's route checks its body first, before the
+	// parameters decode and anything reads it, handed its gate as gin
+	// registers it (see routeGates).
+	gates := newRouteGates(opts.BaseURL, opts.MaxBodyBytes)
+	RegisterHandlersWithOptions(ginRoutes{router, gates}, strict, GinServerOptions{
+		BaseURL:      opts.BaseURL,
+		Middlewares:  opts.Middlewares,
 		ErrorHandler: func(c *gin.Context, err error, _ int) { requestError(c, err) },
 	})
+	gates.check()
 }
 
-// limitBody bounds the bodies of the annotated operations' requests
-// before anything reads them (see bodyBound), and leaves the others alone.
-func limitBody(baseURL string, limit int64) MiddlewareFunc {
-	return func(c *gin.Context) {
-		bound, annotated := idempotentRoutes[c.Request.Method+" "+strings.TrimPrefix(c.FullPath(), baseURL)]
-		if annotated && !bound.limit(c.Writer, c.Request, limit) {
+// ginRoutes registers the API's routes on a gin.IRouter, each annotated
+// operation's behind its gate.
+type ginRoutes struct {
+	gin.IRouter
+	gates *routeGates
+}
+
+func (r ginRoutes) with(method, path string, h []gin.HandlerFunc) []gin.HandlerFunc {
+	gate := r.gates.of(method, path)
+	if gate == nil {
+		return h
+	}
+	return append([]gin.HandlerFunc{func(c *gin.Context) {
+		if !gate(c.Writer, c.Request) {
 			c.Abort()
 		}
-	}
+	}}, h...)
+}
+
+func (r ginRoutes) DELETE(path string, h ...gin.HandlerFunc) gin.IRoutes {
+	return r.IRouter.DELETE(path, r.with(http.MethodDelete, path, h)...)
+}
+
+func (r ginRoutes) GET(path string, h ...gin.HandlerFunc) gin.IRoutes {
+	return r.IRouter.GET(path, r.with(http.MethodGet, path, h)...)
+}
+
+func (r ginRoutes) HEAD(path string, h ...gin.HandlerFunc) gin.IRoutes {
+	return r.IRouter.HEAD(path, r.with(http.MethodHead, path, h)...)
+}
+
+func (r ginRoutes) OPTIONS(path string, h ...gin.HandlerFunc) gin.IRoutes {
+	return r.IRouter.OPTIONS(path, r.with(http.MethodOptions, path, h)...)
+}
+
+func (r ginRoutes) PATCH(path string, h ...gin.HandlerFunc) gin.IRoutes {
+	return r.IRouter.PATCH(path, r.with(http.MethodPatch, path, h)...)
+}
+
+func (r ginRoutes) POST(path string, h ...gin.HandlerFunc) gin.IRoutes {
+	return r.IRouter.POST(path, r.with(http.MethodPost, path, h)...)
+}
+
+func (r ginRoutes) PUT(path string, h ...gin.HandlerFunc) gin.IRoutes {
+	return r.IRouter.PUT(path, r.with(http.MethodPut, path, h)...)
 }
 
 // requestContext is the context the protocol and the methods of annotated
@@ -161,40 +204,102 @@ func (c ginRequestContext) Value(key any) any {
 	return c.gin.Value(key)
 }
 
-// bodyBound is how an annotated operation's request bodies are bounded:
-// by its annotation's max-body, else by the handler's MaxBodyBytes, else
-// by the default for its kind of body. A JSON body is decoded as it
-// arrives (stream); any other is read whole first, for its fingerprint.
-type bodyBound struct {
+// bodyGate is what an annotated operation's route checks before anything
+// reads the request: that its body is of a media type the operation
+// declares, and its size. The size is bounded by the annotation's
+// max-body, else by the handler's MaxBodyBytes, else by the default for
+// the operation's kind of body. A JSON body is decoded as it arrives; any
+// other is read whole first, for its fingerprint.
+type bodyGate struct {
 	annotated, fallback int64
-	stream              bool
+	// accept are the media types of the operation's request bodies, and
+	// json those of them that are JSON; none when it takes no body.
+	accept, json []string
 }
 
-// limit bounds r's body, or answers w with a problem and returns false.
-func (b bodyBound) limit(w http.ResponseWriter, r *http.Request, option int64) bool {
-	limit := b.fallback
-	switch {
-	case b.annotated != 0:
-		limit = b.annotated
-	case option != 0:
-		limit = option
+// pass lets r through with its body bounded to limit bytes, or answers w
+// with a problem and returns false.
+func (g bodyGate) pass(w http.ResponseWriter, r *http.Request, limit int64) bool {
+	if !idem.CheckContentType(w, r, g.accept...) {
+		return false
 	}
-	if b.stream {
+	if g.streams(r) {
 		return idem.BoundBody(w, r, limit)
 	}
 	return idem.ReadBody(w, r, limit)
 }
 
-// idempotentRoutes are the annotated operations' routes, as gin spells them.
-var idempotentRoutes = map[string]bodyBound{
-	"POST /orders":   {fallback: idem.DefaultMaxJSONBodyBytes, stream: true},
-	"POST /payments": {annotated: 65536, fallback: idem.DefaultMaxJSONBodyBytes, stream: true},
+// streams reports whether r's body is JSON, which the strict handler
+// decodes as it arrives.
+func (g bodyGate) streams(r *http.Request) bool {
+	if len(g.json) == len(g.accept) {
+		return true
+	}
+	ct := r.Header.Get("Content-Type")
+	for _, t := range g.json {
+		if strings.HasPrefix(ct, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// idempotentRoutes are the annotated operations' routes as oapi-codegen
+// registers them on the gin router, after the BaseURL.
+var idempotentRoutes = map[string]bodyGate{
+	"POST /orders":   {fallback: idem.DefaultMaxJSONBodyBytes, accept: []string{"application/json"}, json: []string{"application/json"}},
+	"POST /payments": {annotated: 65536, fallback: idem.DefaultMaxJSONBodyBytes, accept: []string{"application/json"}, json: []string{"application/json"}},
+}
+
+// routeGates hands each annotated operation's route its gate as the router
+// registers it: the gate then runs for the operation the router dispatched
+// to, wherever the API is mounted (under a route group, a mount point or a
+// stripped prefix), and no path is matched at request time.
+type routeGates struct {
+	baseURL    string
+	option     int64 // the handler's MaxBodyBytes
+	registered map[string]bool
+}
+
+func newRouteGates(baseURL string, option int64) *routeGates {
+	return &routeGates{baseURL: baseURL, option: option, registered: make(map[string]bool, len(idempotentRoutes))}
+}
+
+// of returns the gate of the route registered as method and path (the
+// BaseURL, then the operation's route), or nil when it is not an
+// annotated operation's.
+func (g *routeGates) of(method, path string) func(http.ResponseWriter, *http.Request) bool {
+	route := method + " " + strings.TrimPrefix(path, g.baseURL)
+	gate, annotated := idempotentRoutes[route]
+	if !annotated {
+		return nil
+	}
+	g.registered[route] = true
+	limit := gate.fallback
+	switch {
+	case gate.annotated != 0:
+		limit = gate.annotated
+	case g.option != 0:
+		limit = g.option
+	}
+	return func(w http.ResponseWriter, r *http.Request) bool { return gate.pass(w, r, limit) }
+}
+
+// check panics when an annotated operation's route was registered without
+// its gate: it would take bodies of any size and media type.
+func (g *routeGates) check() {
+	for route := range idempotentRoutes {
+		if !g.registered[route] {
+			panic("kinds: the route " + route + " of an annotated operation was registered without its body gate")
+		}
+	}
 }
 
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for
 // mounting with NewStrictHandler yourself. The strict handler must run the
 // request through a middleware that calls idem.WithRequest, as
-// NewIdempotentHandler does.
+// NewIdempotentHandler does. Bodies are then bounded, and their media
+// types checked, only by what you mount it with.
 func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store[T], opts idem.Options) StrictServerInterface {
 	return &idempotentServer[T]{
 		impl:   impl,
