@@ -92,13 +92,18 @@ type IdempotentHandlerOptions struct {
 	// claim. Zero means the default for the operation's body,
 	// idem.DefaultMaxJSONBodyBytes (1 MiB) or, for multipart bodies,
 	// idem.DefaultMaxMultipartBytes (32 MiB); negative, no limit. Other
-	// operations' bodies are left to your own middlewares.
+	// operations' bodies are left to your own middlewares. A body of a
+	// media type the annotated operation does not declare is answered 415.
+	// Both are checked on the operation's own route, before the parameters
+	// decode and before Middlewares, wherever the routes are mounted (under
+	// a prefix, a group or a mount point).
 	MaxBodyBytes int64
 }
 
 // NewIdempotentHandler returns an http.Handler that serves impl, with the
 // Idempotency-Key protocol on every annotated operation and problem+json
-// answers to requests that do not decode or are too large.
+// answers to requests that do not decode, are too large or of a media
+// type the operation does not take.
 func NewIdempotentHandler[T any](impl IdempotentServer[T], store idem.Store[T], opts IdempotentHandlerOptions) http.Handler {
 	errs := idem.ErrorHandlers{Logger: opts.Logger}
 	middlewares := append([]StrictMiddlewareFunc{withIdempotencyRequest}, opts.StrictMiddlewares...)
@@ -106,13 +111,21 @@ func NewIdempotentHandler[T any](impl IdempotentServer[T], store idem.Store[T], 
 		RequestErrorHandlerFunc:  errs.RequestError,
 		ResponseErrorHandlerFunc: errs.ResponseError,
 	})
-	return HandlerWithOptions(strict, StdHTTPServerOptions{
-		BaseURL:    opts.BaseURL,
-		BaseRouter: opts.BaseRouter,
-		// The last middleware runs first: bodies are bounded before anything reads them.
-		Middlewares:      append(append([]MiddlewareFunc{}, opts.Middlewares...), limitBodies(opts.BaseURL, opts.MaxBodyBytes)),
+	router := opts.BaseRouter
+	if router == nil {
+		router = http.NewServeMux()
+	}
+	// Each annotated operation's route checks its body as the router
+	// dispatches to it, before anything reads it (see routeGates).
+	gates := newRouteGates(opts.BaseURL, opts.MaxBodyBytes)
+	HandlerWithOptions(strict, StdHTTPServerOptions{
+		BaseURL:          opts.BaseURL,
+		BaseRouter:       gatedMux{router, gates},
+		Middlewares:      opts.Middlewares,
 		ErrorHandlerFunc: errs.RequestError,
 	})
+	gates.check()
+	return router
 }
 
 // withIdempotencyRequest hands the protocol the request's headers, which
@@ -123,59 +136,128 @@ func withIdempotencyRequest(f StrictHandlerFunc, _ string) StrictHandlerFunc {
 	}
 }
 
-// limitBodies bounds the bodies of the annotated operations' requests
-// before anything reads them (see bodyBound), and leaves the others alone.
-func limitBodies(baseURL string, limit int64) MiddlewareFunc {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			method, pattern, _ := strings.Cut(r.Pattern, " ")
-			route := method + " " + strings.TrimPrefix(pattern, baseURL)
-			bound, annotated := idempotentRoutes[route]
-			if !annotated {
-				next.ServeHTTP(w, r)
-				return
-			}
-			if bound.limit(w, r, limit) {
-				next.ServeHTTP(w, r)
-			}
-		})
+// gated returns h behind the gate of the route registered as method and
+// path, if it is an annotated operation's.
+func (g *routeGates) gated(method, path string, h http.HandlerFunc) http.HandlerFunc {
+	gate := g.of(method, path)
+	if gate == nil {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		if gate(w, r) {
+			h(w, r)
+		}
 	}
 }
 
-// bodyBound is how an annotated operation's request bodies are bounded:
-// by its annotation's max-body, else by the handler's MaxBodyBytes, else
-// by the default for its kind of body. A JSON body is decoded as it
-// arrives (stream); any other is read whole first, for its fingerprint.
-type bodyBound struct {
+// gatedMux registers the API's routes on a ServeMux, each annotated
+// operation's behind its gate.
+type gatedMux struct {
+	ServeMux
+	gates *routeGates
+}
+
+func (m gatedMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	method, path, _ := strings.Cut(pattern, " ")
+	m.ServeMux.HandleFunc(pattern, m.gates.gated(method, path, h))
+}
+
+// bodyGate is what an annotated operation's route checks before anything
+// reads the request: that its body is of a media type the operation
+// declares, and its size. The size is bounded by the annotation's
+// max-body, else by the handler's MaxBodyBytes, else by the default for
+// the operation's kind of body. A JSON body is decoded as it arrives; any
+// other is read whole first, for its fingerprint.
+type bodyGate struct {
 	annotated, fallback int64
-	stream              bool
+	// accept are the media types of the operation's request bodies, and
+	// json those of them that are JSON; none when it takes no body.
+	accept, json []string
 }
 
-// limit bounds r's body, or answers w with a problem and returns false.
-func (b bodyBound) limit(w http.ResponseWriter, r *http.Request, option int64) bool {
-	limit := b.fallback
-	switch {
-	case b.annotated != 0:
-		limit = b.annotated
-	case option != 0:
-		limit = option
+// pass lets r through with its body bounded to limit bytes, or answers w
+// with a problem and returns false.
+func (g bodyGate) pass(w http.ResponseWriter, r *http.Request, limit int64) bool {
+	if !idem.CheckContentType(w, r, g.accept...) {
+		return false
 	}
-	if b.stream {
+	if g.streams(r) {
 		return idem.BoundBody(w, r, limit)
 	}
 	return idem.ReadBody(w, r, limit)
 }
 
-// idempotentRoutes are the annotated operations' routes.
-var idempotentRoutes = map[string]bodyBound{
-	"POST /orders":   {fallback: idem.DefaultMaxJSONBodyBytes, stream: true},
-	"POST /payments": {annotated: 65536, fallback: idem.DefaultMaxJSONBodyBytes, stream: true},
+// streams reports whether r's body is JSON, which the strict handler
+// decodes as it arrives.
+func (g bodyGate) streams(r *http.Request) bool {
+	if len(g.json) == len(g.accept) {
+		return true
+	}
+	ct := r.Header.Get("Content-Type")
+	for _, t := range g.json {
+		if strings.HasPrefix(ct, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// idempotentRoutes are the annotated operations' routes as oapi-codegen
+// registers them on the std-http router, after the BaseURL.
+var idempotentRoutes = map[string]bodyGate{
+	"POST /orders":   {fallback: idem.DefaultMaxJSONBodyBytes, accept: []string{"application/json"}, json: []string{"application/json"}},
+	"POST /payments": {annotated: 65536, fallback: idem.DefaultMaxJSONBodyBytes, accept: []string{"application/json"}, json: []string{"application/json"}},
+}
+
+// routeGates hands each annotated operation's route its gate as the router
+// registers it: the gate then runs for the operation the router dispatched
+// to, wherever the API is mounted (under a route group, a mount point or a
+// stripped prefix), and no path is matched at request time.
+type routeGates struct {
+	baseURL    string
+	option     int64 // the handler's MaxBodyBytes
+	registered map[string]bool
+}
+
+func newRouteGates(baseURL string, option int64) *routeGates {
+	return &routeGates{baseURL: baseURL, option: option, registered: make(map[string]bool, len(idempotentRoutes))}
+}
+
+// of returns the gate of the route registered as method and path (the
+// BaseURL, then the operation's route), or nil when it is not an
+// annotated operation's.
+func (g *routeGates) of(method, path string) func(http.ResponseWriter, *http.Request) bool {
+	route := method + " " + strings.TrimPrefix(path, g.baseURL)
+	gate, annotated := idempotentRoutes[route]
+	if !annotated {
+		return nil
+	}
+	g.registered[route] = true
+	limit := gate.fallback
+	switch {
+	case gate.annotated != 0:
+		limit = gate.annotated
+	case g.option != 0:
+		limit = g.option
+	}
+	return func(w http.ResponseWriter, r *http.Request) bool { return gate.pass(w, r, limit) }
+}
+
+// check panics when an annotated operation's route was registered without
+// its gate: it would take bodies of any size and media type.
+func (g *routeGates) check() {
+	for route := range idempotentRoutes {
+		if !g.registered[route] {
+			panic("gen: the route " + route + " of an annotated operation was registered without its body gate")
+		}
+	}
 }
 
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for
 // mounting with NewStrictHandler yourself. The strict handler must run the
 // request through a middleware that calls idem.WithRequest, as
-// NewIdempotentHandler does.
+// NewIdempotentHandler does. Bodies are then bounded, and their media
+// types checked, only by what you mount it with.
 func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store[T], opts idem.Options) StrictServerInterface {
 	return &idempotentServer[T]{
 		impl:   impl,

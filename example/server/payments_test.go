@@ -5,8 +5,10 @@ package server_test
 // at the provider.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	"github.com/idemgen/idemgen/example/orders"
 	"github.com/idemgen/idemgen/example/psp"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/pgstore"
 )
 
 // newOrder creates an order in acct_1 and returns its ID.
@@ -257,4 +260,34 @@ func TestExpiredInFlightDifferentRequest(t *testing.T) {
 		t.Fatalf("generation %d, want 1: a takeover continues the generation", g)
 	}
 	e.expectPSP(psp.Stats{Requests: 1, Charges: 1})
+}
+
+// A key reused after its TTL is a new payment with a new provider key,
+// also once the reaper has ended the first payment's row: the generation
+// the provider's key is derived from survives the reaper.
+func TestDerivedKeysAfterReap(t *testing.T) {
+	e := newEnv(t, nil)
+	orderID := e.newOrder()
+	first := e.pay("p1", orderID, 1250)
+	if first.status != 201 {
+		t.Fatalf("first: %d %s", first.status, first.body)
+	}
+	store := pgstore.New(e.pool, pgstore.Options{})
+	for use := 2; use <= 3; use++ {
+		if _, err := e.pool.Exec(context.Background(), `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE key = 'p1'`); err != nil {
+			t.Fatal(err)
+		}
+		res, err := store.Reap(context.Background(), pgstore.ReapOptions{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil || res.Emptied != 1 {
+			t.Fatalf("reap: %+v, %v; want the payment's key emptied, not deleted", res, err)
+		}
+		again := e.pay("p1", orderID, 1250)
+		if again.status != 201 || again.header.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("use %d of the key after the reaper: %d %s, want a new payment", use, again.status, again.body)
+		}
+		e.expectPSP(psp.Stats{Requests: use, Charges: use})
+		if n := e.payments(psp.StatusSucceeded); n != use {
+			t.Fatalf("%d succeeded payments, want %d: each use of the key is its own payment", n, use)
+		}
+	}
 }

@@ -70,7 +70,42 @@ type Harness[T any] struct {
 	// After reports what the store still holds once every client is done
 	// and every lease has passed, such as locks or connections left.
 	After func(t testing.TB) []string
+	// Send, when set, sends req another way than through an engine of
+	// the checker's own, such as over HTTP to a generated handler whose
+	// annotated operations run handle; Points then name the phased
+	// operation's recovery points. Logger is the logger such a handler's
+	// engine must use, for the checker to read its errors.
+	Send   func(ctx context.Context, req Request, handle Handle[T]) Answer
+	Points []string
 }
+
+// Request is what a client sends: a key's use, and which of the key's two
+// requests (Variant 0 or 1) it is, which its fingerprint tells apart.
+type Request struct {
+	ID      idem.ID
+	Phased  bool
+	Variant int
+}
+
+// Handle runs one handler invocation, an atomic attempt or one phase, and
+// returns the token its response must carry.
+type Handle[T any] func(ctx context.Context, at *idem.Attempt[T]) (token string, err error)
+
+// Answer is what a client got: the status, the problem type's name (its
+// URI without idem.ProblemBase; "handler-error" for the 500 of a handler's
+// error or panic), whether it was a replay, the body, and the token the
+// body carries. A client whose request was canceled got 499.
+type Answer struct {
+	Status   int
+	Problem  string
+	Replayed bool
+	Body     []byte
+	Token    string
+}
+
+// Logger returns a logger whose errors the history's check reads, for an
+// engine the checker does not make itself (see Harness.Send).
+func (hist *History) Logger() *slog.Logger { return slog.New(hist.logs) }
 
 // Config sizes a run. The zero value is a short run.
 type Config struct {
@@ -123,6 +158,7 @@ type request struct {
 	problem     string // the problem type's name, or "handler-error"
 	replayed    bool
 	body        []byte
+	token       string
 }
 
 func (r *request) String() string {
@@ -138,7 +174,6 @@ type run struct {
 	derived    string
 	phase      string
 	token      string
-	body       []byte // the response it returned, if it did
 	start      time.Time
 }
 
@@ -164,17 +199,30 @@ var (
 // Run drives the clients against h, then lets every lease pass, and
 // returns the history for Check.
 func Run[T any](t testing.TB, h Harness[T], cfg Config) *History {
-	cfg = cfg.withDefaults()
+	return RunOn(t, New(cfg), h)
+}
+
+// New returns an empty history for RunOn, whose Logger a harness's
+// handler may need before it runs.
+func New(cfg Config) *History {
+	return &History{cfg: cfg.withDefaults(), logs: &recorder{}}
+}
+
+// RunOn is Run, recording into hist.
+func RunOn[T any](t testing.TB, hist *History, h Harness[T]) *History {
+	cfg := hist.cfg
 	if h.Now == nil {
 		h.Now = time.Now
 	}
-	hist := &History{cfg: cfg, logs: &recorder{}}
-	e := idem.NewEngine(h.Store, idem.Options{Logger: slog.New(hist.logs), Scope: func(_ context.Context, r *http.Request) (string, error) {
-		return r.Header.Get(scopeHeader), nil
-	}})
+	if h.Points == nil {
+		h.Points = []string{"a", "b"}
+	}
 	ops := [2]*idem.Operation{
 		{Name: "createOrder", TTL: time.Hour, Lease: cfg.Lease},
-		{Name: "createPayment", TTL: time.Hour, Lease: cfg.Lease, RecoveryPoints: []string{"a", "b"}},
+		{Name: "createPayment", TTL: time.Hour, Lease: cfg.Lease, RecoveryPoints: h.Points},
+	}
+	if h.Send == nil {
+		h.Send = engineSend(h, hist, ops)
 	}
 
 	ctx, stop := context.WithCancel(context.Background())
@@ -190,7 +238,7 @@ func Run[T any](t testing.TB, h Harness[T], cfg Config) *History {
 					// requests take no time is disturbed as often.
 					disturbOnce(t, h, rng)
 				}
-				send(t, h, hist, e, rng, c, i, ops)
+				send(t, h, hist, rng, c, i, ops)
 			}
 		})
 	}
@@ -271,8 +319,8 @@ func pick[E any](rng *rand.Rand, choices []E, weights []int) E {
 // errFault is the error of a handler told to fail.
 var errFault = errors.New("history: the handler failed as told")
 
-// send plans one request from rng, sends it through e and records it.
-func send[T any](t testing.TB, h Harness[T], hist *History, e *idem.Engine[T], rng *rand.Rand, client, seq int, ops [2]*idem.Operation) {
+// send plans one request from rng, sends it and records it.
+func send[T any](t testing.TB, h Harness[T], hist *History, rng *rand.Rand, client, seq int, ops [2]*idem.Operation) {
 	phased := rng.IntN(2) == 1
 	op := ops[0]
 	if phased {
@@ -287,36 +335,31 @@ func send[T any](t testing.TB, h Harness[T], hist *History, e *idem.Engine[T], r
 	if h.Kill != nil {
 		weights[4] = 4
 	}
-	if h.Statement != nil {
-		weights[6] = 6
-	}
 	if hist.cfg.Slow && phased {
 		weights[5] = 6
 	}
-	r.behaviour = pick(rng, behaviours, weights)
-	r.faultPhase = ""
-	if phased {
-		r.faultPhase = []string{"", "a", "b"}[rng.IntN(3)]
+	if h.Statement != nil {
+		weights[6] = 6
 	}
-	fingerprint := []byte(fmt.Sprintf("%s variant %d", r.id.Key, r.variant))
+	r.behaviour = pick(rng, behaviours, weights)
+	if phased {
+		r.faultPhase = append([]string{""}, h.Points...)[rng.IntN(len(h.Points)+1)]
+	}
 
-	hr := httptest.NewRequest("POST", "/", nil)
-	hr.Header.Set(idem.HeaderKey, r.id.Key)
-	hr.Header.Set(scopeHeader, r.id.Scope)
-	ctx, hangUp := context.WithCancel(idem.WithRequest(context.Background(), hr))
+	ctx, hangUp := context.WithCancel(context.Background())
 	defer hangUp()
 	// handle runs one handler invocation: it records its run, writes its
 	// effect and does what the request's behaviour says.
-	handle := func(ctx context.Context, at *idem.Attempt[T]) (body []byte, err error) {
+	handle := func(ctx context.Context, at *idem.Attempt[T]) (string, error) {
 		rn := &run{req: r, generation: at.Generation(), derived: at.DerivedKey("charge"), phase: at.RecoveryPoint(),
 			token: fmt.Sprintf("c%d-r%d-%s-%d", client, seq, at.RecoveryPoint(), rng.Uint32()), start: h.Now()}
 		hist.mu.Lock()
 		hist.runs = append(hist.runs, rn)
 		hist.mu.Unlock()
-		eff := Effect{Scope: at.Scope(), Operation: r.id.Operation, Key: at.Key(), Generation: at.Generation(), Phase: at.RecoveryPoint(), Token: rn.token}
+		eff := Effect{Scope: r.id.Scope, Operation: r.id.Operation, Key: at.Key(), Generation: at.Generation(), Phase: at.RecoveryPoint(), Token: rn.token}
 		if h.Transactional {
 			if err := h.Effect(ctx, at, eff); err != nil {
-				return nil, err
+				return "", err
 			}
 		}
 		if r.behaviour == slow {
@@ -326,78 +369,113 @@ func send[T any](t testing.TB, h Harness[T], hist *History, e *idem.Engine[T], r
 		if at.RecoveryPoint() == r.faultPhase {
 			switch r.behaviour {
 			case fail:
-				return nil, errFault
+				return "", errFault
 			case panicked:
 				panic("history: the handler panicked as told")
 			case cancel:
 				hangUp()
-				return nil, ctx.Err()
+				<-ctx.Done() // the server notices the client has gone
+				return "", ctx.Err()
 			case kill:
 				if err := h.Kill(ctx, at); err != nil {
-					return nil, err
+					return "", err
 				}
 			case badSQL:
-				return nil, h.Statement(ctx, at)
+				return "", h.Statement(ctx, at)
 			}
 		}
 		if !h.Transactional {
 			if err := h.Effect(ctx, at, eff); err != nil {
-				return nil, err
+				return "", err
 			}
 		}
-		body, _ = json.Marshal(map[string]any{"token": rn.token, "generation": at.Generation(), "derived": rn.derived})
-		rn.body = body
-		return body, nil
-	}
-	respond := func(body []byte) idem.Writer {
-		return func(w http.ResponseWriter) error {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusCreated)
-			_, err := w.Write(body)
-			return err
-		}
+		return rn.token, nil
 	}
 
 	r.start = h.Now()
-	var resp *idem.Response
-	var err error
-	if phased {
-		resp, err = e.ServePhased(ctx, op, fingerprint, func(ctx context.Context, at *idem.Attempt[T]) (string, idem.Writer, error) {
-			body, err := handle(ctx, at)
-			switch {
-			case err != nil:
-				return "", nil, err
-			case at.RecoveryPoint() == "":
-				return "a", nil, nil
-			case at.RecoveryPoint() == "a":
-				return "b", nil, nil
-			}
-			return "", respond(body), nil
-		})
-	} else {
-		resp, err = e.Serve(ctx, op, fingerprint, func(ctx context.Context, at *idem.Attempt[T]) (idem.Writer, error) {
-			body, err := handle(ctx, at)
-			if err != nil {
-				return nil, err
-			}
-			return respond(body), nil
-		})
-	}
+	a := h.Send(ctx, Request{ID: r.id, Phased: phased, Variant: r.variant}, handle)
 	r.end = h.Now()
-	switch {
-	case err != nil:
-		r.status, r.problem = http.StatusInternalServerError, "handler-error"
-	default:
-		r.status, r.replayed, r.body = resp.Status, resp.Replayed, resp.Body
-		if strings.HasPrefix(resp.Header.Get("Content-Type"), idem.ContentTypeProblem) {
-			var p idem.Problem
-			_ = json.Unmarshal(resp.Body, &p)
-			r.problem = strings.TrimPrefix(p.Type, idem.ProblemBase)
-		}
-	}
+	r.status, r.problem, r.replayed, r.body, r.token = a.Status, a.Problem, a.Replayed, a.Body, a.Token
 	hist.mu.Lock()
 	hist.requests = append(hist.requests, r)
 	hist.mu.Unlock()
+}
+
+// engineSend sends requests through an engine of the checker's own on
+// h.Store, whose handlers answer a JSON body with the run's token.
+func engineSend[T any](h Harness[T], hist *History, ops [2]*idem.Operation) func(context.Context, Request, Handle[T]) Answer {
+	e := idem.NewEngine(h.Store, idem.Options{Logger: hist.Logger(), Scope: func(_ context.Context, r *http.Request) (string, error) {
+		return r.Header.Get(scopeHeader), nil
+	}})
+	respond := func(token string) idem.Writer {
+		return func(w http.ResponseWriter) error {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			return json.NewEncoder(w).Encode(map[string]string{"token": token})
+		}
+	}
+	return func(ctx context.Context, req Request, handle Handle[T]) Answer {
+		hr := httptest.NewRequest("POST", "/", nil)
+		hr.Header.Set(idem.HeaderKey, req.ID.Key)
+		hr.Header.Set(scopeHeader, req.ID.Scope)
+		ctx = idem.WithRequest(ctx, hr)
+		fingerprint := []byte(fmt.Sprintf("%s variant %d", req.ID.Key, req.Variant))
+		var resp *idem.Response
+		var err error
+		if req.Phased {
+			op := ops[1]
+			resp, err = e.ServePhased(ctx, op, fingerprint, func(ctx context.Context, at *idem.Attempt[T]) (string, idem.Writer, error) {
+				token, err := handle(ctx, at)
+				if err != nil {
+					return "", nil, err
+				}
+				if next := pointAfter(op.RecoveryPoints, at.RecoveryPoint()); next != "" {
+					return next, nil, nil
+				}
+				return "", respond(token), nil
+			})
+		} else {
+			resp, err = e.Serve(ctx, ops[0], fingerprint, func(ctx context.Context, at *idem.Attempt[T]) (idem.Writer, error) {
+				token, err := handle(ctx, at)
+				if err != nil {
+					return nil, err
+				}
+				return respond(token), nil
+			})
+		}
+		if err != nil {
+			return Answer{Status: http.StatusInternalServerError, Problem: "handler-error"}
+		}
+		a := Answer{Status: resp.Status, Replayed: resp.Replayed, Body: resp.Body, Problem: ProblemName(resp.Header, resp.Body)}
+		var body struct{ Token string }
+		if json.Unmarshal(resp.Body, &body) == nil {
+			a.Token = body.Token
+		}
+		return a
+	}
+}
+
+// pointAfter is the recovery point after point, or "" after the last.
+func pointAfter(points []string, point string) string {
+	i := 0
+	if point != "" {
+		i = slices.Index(points, point) + 1
+	}
+	if i < len(points) {
+		return points[i]
+	}
+	return ""
+}
+
+// ProblemName is the name of the problem type a response's body holds
+// (its URI without idem.ProblemBase), or "".
+func ProblemName(header http.Header, body []byte) string {
+	if !strings.HasPrefix(header.Get("Content-Type"), idem.ContentTypeProblem) {
+		return ""
+	}
+	var p idem.Problem
+	_ = json.Unmarshal(body, &p)
+	return strings.TrimPrefix(p.Type, idem.ProblemBase)
 }
 
 // Check checks the history's invariants and returns what broke them:
@@ -430,14 +508,10 @@ func (hist *History) Check() []string {
 		committedTokens[ef.Token] = true
 	}
 
-	bodies := map[string][]byte{} // token -> the response its run returned
 	derivedOf := map[string]string{}
 	useOf := map[string]string{}
 	for _, rn := range hist.runs {
 		u := use(rn.req.id.Scope, rn.req.id.Operation, rn.req.id.Key, rn.generation)
-		if rn.body != nil {
-			bodies[rn.token] = rn.body
-		}
 		if d, ok := derivedOf[u]; ok && d != rn.derived {
 			add("%s derived %q in one run and %q in another (%s)", u, d, rn.derived, rn.req)
 		}
@@ -449,17 +523,20 @@ func (hist *History) Check() []string {
 	}
 
 	byKey := map[idem.ID][]*request{}
+	first := map[string][]byte{} // token -> the body first answered with it
 	for _, r := range hist.requests {
 		byKey[r.id] = append(byKey[r.id], r)
+		if r.status == http.StatusCreated && !r.replayed {
+			first[r.token] = r.body
+		}
 	}
 	for _, r := range hist.requests {
 		switch {
 		case r.status == http.StatusCreated:
-			var got struct{ Token string }
-			if err := json.Unmarshal(r.body, &got); err != nil || !committedTokens[got.Token] {
+			if !committedTokens[r.token] {
 				add("%s answered a response no committed run made: %s", r, r.body)
-			} else if string(bodies[got.Token]) != string(r.body) {
-				add("%s answered %s; its run returned %s", r, r.body, bodies[got.Token])
+			} else if b, ok := first[r.token]; r.replayed && ok && string(b) != string(r.body) {
+				add("%s replayed %s; the response first sent was %s", r, r.body, b)
 			}
 		case r.problem == "attempt-abandoned" && r.phased:
 			// The sweeper failed a lease the disturbances let pass.

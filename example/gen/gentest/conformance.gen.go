@@ -4,7 +4,8 @@
 // gen.IdempotentServer keeps the Idempotency-Key protocol on each
 // annotated operation, with the checks of idem/idemtest: a first call, a
 // byte-identical replay, 422 for a changed request under the same key,
-// concurrent duplicates that run once, and an error that releases the key.
+// concurrent duplicates that run once, and an error that releases the key
+// and leaves no write behind.
 package gentest
 
 import (
@@ -12,7 +13,6 @@ import (
 	"errors"
 	"net/http"
 	"sync/atomic"
-	"testing"
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemtest"
@@ -34,11 +34,13 @@ type Requests struct {
 // served on store as the generated handler serves it with opts, each in a
 // subtest named by the operation. The store's database must hold what
 // the requests need, such as the rows they refer to.
-func Check[T any](t *testing.T, impl gen.IdempotentServer[T], store idem.Store[T], opts gen.IdempotentHandlerOptions, reqs Requests) {
+//
+// t is usually the test's *testing.T; any idemtest.TB will do.
+func Check[T any, TB idemtest.TB[TB]](t TB, impl gen.IdempotentServer[T], store idem.Store[T], opts gen.IdempotentHandlerOptions, reqs Requests) {
 	t.Helper()
 	s := &counted[T]{IdempotentServer: impl}
 	h := handler[T](s, store, opts)
-	t.Run("createOrder", func(t *testing.T) {
+	t.Run("createOrder", func(t TB) {
 		req := reqs.CreateOrder
 		if req == nil {
 			req = &idemtest.Request{
@@ -53,7 +55,7 @@ func Check[T any](t *testing.T, impl gen.IdempotentServer[T], store idem.Store[T
 		}
 		idemtest.Check(t, h, *req, s.createOrderOp.hooks())
 	})
-	t.Run("createPayment", func(t *testing.T) {
+	t.Run("createPayment", func(t TB) {
 		req := reqs.CreatePayment
 		if req == nil {
 			t.Fatal("set Requests.CreatePayment: the spec has no example request for createPayment (the JSON request body has no example)")
@@ -70,21 +72,26 @@ func handler[T any](s gen.IdempotentServer[T], store idem.Store[T], opts gen.Ide
 // errFailNext is the error a run returns after FailNext.
 var errFailNext = errors.New("gentest: the failure the error check asked for")
 
-// counter counts an operation's runs and fails the next on request.
+// counter counts an operation's runs, fails the next on request, and
+// learns from its attempts where the application's tables are, so that
+// the error check can find writes a failed run made outside its attempt.
 type counter struct {
 	runs atomic.Int64
 	fail atomic.Bool
+	db   idemtest.AttemptDB
 }
 
 func (c *counter) hooks() idemtest.Hooks {
 	return idemtest.Hooks{
 		Runs:     func() int { return int(c.runs.Load()) },
 		FailNext: func() { c.fail.Store(true) },
+		Tables:   c.db.Tables,
 	}
 }
 
 // counted counts the runs of the annotated operations' first methods,
-// and fails one, after it ran, so that its writes roll back.
+// and fails one, after it ran, so that its writes roll back; the error
+// check then finds any that did not.
 type counted[T any] struct {
 	gen.IdempotentServer[T]
 	createOrderOp   counter
@@ -93,6 +100,7 @@ type counted[T any] struct {
 
 func (s *counted[T]) CreateOrder(ctx context.Context, at *idem.Attempt[T], request gen.CreateOrderRequestObject) (gen.CreateOrderResponseObject, error) {
 	s.createOrderOp.runs.Add(1)
+	s.createOrderOp.db.Observe(at.Tx())
 	resp, err := s.IdempotentServer.CreateOrder(ctx, at, request)
 	if s.createOrderOp.fail.CompareAndSwap(true, false) {
 		return nil, errFailNext
@@ -102,6 +110,7 @@ func (s *counted[T]) CreateOrder(ctx context.Context, at *idem.Attempt[T], reque
 
 func (s *counted[T]) CreatePayment(ctx context.Context, at *idem.Attempt[T], request gen.CreatePaymentRequestObject) (gen.CreatePaymentStep, error) {
 	s.createPaymentOp.runs.Add(1)
+	s.createPaymentOp.db.Observe(at.Tx())
 	step, err := s.IdempotentServer.CreatePayment(ctx, at, request)
 	if s.createPaymentOp.fail.CompareAndSwap(true, false) {
 		return gen.CreatePaymentStep{}, errFailNext

@@ -37,45 +37,49 @@ LEFT JOIN idempotency_keys AS k
     ON k.scope = sqlc.arg(scope) AND k.operation = sqlc.arg(operation) AND k.key = sqlc.arg(key);
 
 -- name: ClaimKey :one
--- Claims a key: inside the attempt's transaction for an atomic attempt, on
--- its own (committing at once) for a phased one. The engine decided on
--- the claim from what LookupKey read, and it succeeds only while the row is
--- still that one (expect_attempt, 0 for none): a new key, a completed row
--- past its TTL (a new generation), or, with takeover, an in-flight row
--- whose lease has passed (same generation, recovery point kept). The
--- exclusive advisory lock makes concurrent duplicates see the key as held
--- without waiting for this transaction; got is false when someone else
--- holds it, and recovery_point is NULL when the row is not as expected.
--- The transaction may sit idle for at most idle_timeout_ms, so a holder
--- that vanishes frees the key within that bound.
+-- Claims a key for a phased attempt, committing at once. The engine
+-- decided on the claim from what LookupKey read, and it succeeds only
+-- while the row is still that one (idemgen_claimable): no row, a terminal
+-- row past its TTL (a new generation), or, with takeover, an in-flight
+-- row whose lease has passed (same generation, recovery point kept). The
+-- generation is the engine's, counted from the row it read. A phase may
+-- derive keys before anything else of it commits, so a phased row counts
+-- as derived from the start. The exclusive advisory lock makes concurrent
+-- duplicates see the key as held without waiting for this transaction;
+-- got is false when someone else holds it, and recovery_point is NULL
+-- when the row is not as expected.
 WITH lock AS (
     SELECT pg_try_advisory_xact_lock(sqlc.arg(lock_id)::bigint) AS got,
         set_config('idle_in_transaction_session_timeout', sqlc.arg(idle_timeout_ms)::bigint::text, true) AS idle_timeout
 ), claimed AS (
     INSERT INTO idempotency_keys AS k
-        (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, created_at, expires_at)
+        (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived, created_at, expires_at)
     SELECT sqlc.arg(scope)::text, sqlc.arg(operation)::text, sqlc.arg(key)::text, sqlc.arg(fingerprint)::bytea,
-        'in_flight', now() + sqlc.arg(lease_ms)::bigint * interval '1 millisecond', '', 1, 1,
+        'in_flight', now() + sqlc.arg(lease_ms)::bigint * interval '1 millisecond', '', 1, sqlc.arg(generation)::bigint, true,
         now(), now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond'
     FROM lock
     WHERE lock.got AND lock.idle_timeout IS NOT NULL
+      -- A row is proposed where a new use may claim the key without one,
+      -- or where one exists, for the update below to check; none where the
+      -- claim expected a row that is gone, which it must read again.
+      AND (idemgen_claimable(false, NULL, NULL, NULL, NULL, sqlc.arg(expect_attempt)::integer, sqlc.arg(takeover)::boolean)
+           OR EXISTS (SELECT 1 FROM idempotency_keys AS r
+                      WHERE r.scope = sqlc.arg(scope) AND r.operation = sqlc.arg(operation) AND r.key = sqlc.arg(key)))
     ON CONFLICT (scope, operation, key) DO UPDATE
     SET fingerprint = excluded.fingerprint,
         status = 'in_flight',
         locked_until = excluded.locked_until,
         recovery_point = CASE WHEN sqlc.arg(takeover)::boolean THEN k.recovery_point ELSE '' END,
-        generation = CASE WHEN sqlc.arg(takeover)::boolean THEN k.generation ELSE k.generation + 1 END,
+        generation = excluded.generation,
+        derived = true,
         attempt = k.attempt + 1,
         response_status = NULL,
         response_headers = NULL,
         response_body = NULL,
         created_at = CASE WHEN sqlc.arg(takeover)::boolean THEN k.created_at ELSE excluded.created_at END,
         expires_at = CASE WHEN sqlc.arg(takeover)::boolean AND k.expires_at > now() THEN k.expires_at ELSE excluded.expires_at END
-    WHERE k.attempt = sqlc.arg(expect_attempt)::integer
-      AND CASE WHEN sqlc.arg(takeover)::boolean
-            THEN k.status = 'in_flight' AND k.locked_until <= now()
-            ELSE k.status = 'completed' AND k.expires_at <= now()
-          END
+    WHERE idemgen_claimable(true, k.status, k.locked_until, k.expires_at, k.attempt,
+                            sqlc.arg(expect_attempt)::integer, sqlc.arg(takeover)::boolean)
     RETURNING k.recovery_point, k.attempt, k.generation
 )
 SELECT lock.got, claimed.recovery_point, claimed.attempt, claimed.generation
@@ -94,11 +98,13 @@ SELECT idemgen_claim(sqlc.arg(lock_id)::bigint, sqlc.arg(idle_timeout_ms)::bigin
 -- the row of an earlier generation past its TTL, which the attempt's
 -- claim checked and its advisory lock keeps from changing; the row may
 -- only have been reaped since, and the generation is the attempt's own.
+-- derived stays true once any attempt on the key derived a key, so that
+-- the reaper keeps the key's generation.
 INSERT INTO idempotency_keys AS k
-    (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation,
+    (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived,
      response_status, response_headers, response_body, created_at, expires_at)
 VALUES (sqlc.arg(scope), sqlc.arg(operation), sqlc.arg(key), sqlc.arg(fingerprint), 'completed', NULL, '',
-    sqlc.arg(attempt), sqlc.arg(generation), sqlc.arg(response_status),
+    sqlc.arg(attempt), sqlc.arg(generation), sqlc.arg(derived), sqlc.arg(response_status),
     -- As bytea, which every pgx query mode sends intact, then read as JSON.
     convert_from(sqlc.arg(response_headers)::bytea, 'UTF8')::jsonb, sqlc.arg(response_body),
     now(), now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond')
@@ -110,6 +116,7 @@ SET fingerprint = excluded.fingerprint,
     recovery_point = CASE WHEN sqlc.arg(takeover)::boolean THEN k.recovery_point ELSE '' END,
     attempt = excluded.attempt,
     generation = excluded.generation,
+    derived = k.derived OR excluded.derived,
     response_status = excluded.response_status,
     response_headers = excluded.response_headers,
     response_body = excluded.response_body,
@@ -192,20 +199,38 @@ LIMIT sqlc.arg(max_rows)::integer;
 SELECT count(*) FROM idempotency_keys
 WHERE status = 'in_flight' AND locked_until <= now() - sqlc.arg(abandoned_for_ms)::bigint * interval '1 millisecond';
 
--- name: ReapExpired :execrows
--- The TTL reaper: deletes up to batch_size completed keys whose TTL has
--- passed, oldest first. In-flight rows are never touched, and rows another
--- transaction holds are skipped rather than waited for.
-DELETE FROM idempotency_keys AS k
-USING (
-    SELECT scope, operation, key
+-- name: ReapExpired :one
+-- The TTL reaper: ends up to batch_size completed keys whose TTL has
+-- passed, oldest first. A key whose attempts derived no key is deleted; one
+-- whose attempts did is emptied instead (no fingerprint, no response) and
+-- marked 'expired', so that its next use counts the next generation and
+-- derives keys never used before (see migration 0006). In-flight rows are
+-- never touched, and rows another transaction holds are skipped rather
+-- than waited for.
+WITH due AS (
+    SELECT scope, operation, key, derived
     FROM idempotency_keys
     WHERE status = 'completed' AND expires_at <= now()
     ORDER BY expires_at
     LIMIT sqlc.arg(batch_size)::integer
     FOR UPDATE SKIP LOCKED
-) AS e
-WHERE k.scope = e.scope AND k.operation = e.operation AND k.key = e.key;
+), deleted AS (
+    DELETE FROM idempotency_keys AS k
+    USING due AS e
+    WHERE NOT e.derived AND k.scope = e.scope AND k.operation = e.operation AND k.key = e.key
+    RETURNING 1
+), emptied AS (
+    UPDATE idempotency_keys AS k
+    SET status = 'expired',
+        fingerprint = ''::bytea,
+        response_status = NULL,
+        response_headers = NULL,
+        response_body = NULL
+    FROM due AS e
+    WHERE e.derived AND k.scope = e.scope AND k.operation = e.operation AND k.key = e.key
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM deleted)::bigint AS deleted, (SELECT count(*) FROM emptied)::bigint AS emptied;
 
 -- name: CountExpired :one
 SELECT count(*) FROM idempotency_keys
