@@ -533,3 +533,50 @@ func TestStatementlessHandlerRunsOnce(t *testing.T) {
 		t.Fatalf("the duplicate sent once the key's claim was released: %+v, %v; the handler ran %d times, want once and a replay", dup, err, runs.Load())
 	}
 }
+
+// What a claim requires of a row is one rule: idem.Claimable, which the
+// in-memory store applies, and the SQL function idemgen_claimable, which
+// the Postgres store's claims apply, agree on every row state and claim.
+func TestClaimableAgreesWithSQL(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, nil)
+	checked := 0
+	for _, found := range []bool{false, true} {
+		for _, status := range []string{"in_flight", "completed", "expired"} {
+			for _, expired := range []bool{false, true} {
+				for _, leasePassed := range []bool{false, true} {
+					for _, takeover := range []bool{false, true} {
+						for _, expect := range []int64{0, 1, 2} {
+							row := idem.RowState{Found: found, Terminal: status != "in_flight", Attempt: 1,
+								Expired: expired || status == "expired", LeasePassed: leasePassed}
+							c := idem.Claim{Attempt: expect, Takeover: takeover}
+							want := idem.Claimable(row, c)
+							// A row emptied by the reaper is past its TTL.
+							expiresAt := time.Now().Add(time.Hour)
+							if row.Expired {
+								expiresAt = time.Now().Add(-time.Hour)
+							}
+							lockedUntil := time.Now().Add(time.Hour)
+							if leasePassed {
+								lockedUntil = time.Now().Add(-time.Hour)
+							}
+							var got bool
+							err := pool.QueryRow(ctx, `SELECT idemgen_claimable($1, $2, $3, $4, $5, $6, $7)`,
+								found, status, lockedUntil, expiresAt, int32(1), int32(expect), takeover).Scan(&got)
+							if err != nil {
+								t.Fatal(err)
+							}
+							if got != want {
+								t.Errorf("row %+v (status %s), claim %+v: SQL says %v, Go %v", row, status, c, got, want)
+							}
+							checked++
+						}
+					}
+				}
+			}
+		}
+	}
+	if checked != 144 {
+		t.Fatalf("checked %d cases", checked)
+	}
+}
