@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/idemgen/idemgen/idem"
@@ -106,54 +105,11 @@ func (t *claimed) Complete(ctx context.Context, r *idem.Response) error {
 	row.ResponseStatus, row.ResponseHeaders, row.ResponseBody = pgtype.Int4{Int32: int32(r.Status), Valid: true}, headers, r.Body
 	store := capture(func(q *dbsqlc.Queries) error { return q.StoreResponse(ctx, row) })
 	release := t.release(ctx)
-
-	b := &pgx.Batch{}
-	if !t.tx.begun {
-		// The row must commit before the lock's release, or a duplicate
-		// claims the key in between: a batch without BEGIN would run both
-		// in one implicit transaction, releasing first.
-		b.Queue("BEGIN")
-	}
-	b.Queue(store.sql, store.args...)
-	b.Queue("COMMIT")
-	b.Queue(release.sql, release.args...)
-	br := t.c.conn.SendBatch(ctx, b)
-	if !t.tx.begun {
-		_, err = br.Exec()
-	}
-	if err == nil {
-		_, err = br.Exec()
-	}
-	var commitTag pgconn.CommandTag
-	if err == nil {
-		commitTag, err = br.Exec()
-	}
-	if err != nil {
-		_ = br.Close()
-		// Everything was sent: a lost connection leaves the outcome unknown.
-		err = commitError("store response", err)
-		_ = t.free(ctx, true)
-		return err
-	}
-	// The row is committed; only the key's release remains to confirm.
-	var released bool
-	rerr := br.QueryRow().Scan(&released)
-	if cerr := br.Close(); rerr == nil {
-		rerr = cerr
-	}
-	if rerr != nil || !released {
-		// A session lock must not outlive its attempt on a pooled
-		// connection: closing it ends the session, and the lock with it.
-		_ = t.c.conn.Close(context.WithoutCancel(ctx))
-	}
-	if rerr == nil && !released {
+	_, released, err := finish(ctx, t.c, "store response", store, !t.tx.begun, &release)
+	if err == nil && !released {
 		t.s.poolerNoticed(t.row)
 	}
-	t.c.release()
-	if commitTag.String() != "COMMIT" {
-		return fmt.Errorf("pgstore: store response: the transaction was aborted by an earlier error, so COMMIT rolled it back: %w", pgx.ErrTxCommitRollback)
-	}
-	return nil
+	return err
 }
 
 // Abort rolls the handler's writes back and releases the key. When the
@@ -180,47 +136,17 @@ func (t *claimed) release(ctx context.Context) statement {
 }
 
 // free rolls back the transaction if one is open and gives the key's lock
-// back, in one round trip, then the connection. When any of that fails the
-// connection is closed instead, which ends its session and so the lock.
-// made says the claim was made for sure, not only perhaps by a statement
-// that failed: a release that finds no claim then means a pooler.
+// back, then the connection (see rollback). made says the claim was made
+// for sure, not only perhaps by a statement that failed: a release that
+// finds no claim then means a pooler.
 func (t *claimed) free(ctx context.Context, made bool) error {
-	defer t.c.release()
-	conn := t.c.conn
-	if conn.IsClosed() {
-		return pgconn.ErrConnClosed
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.s.acquireTimeout)
-	defer cancel()
-	// ROLLBACK and the release go as one simple-protocol message: a
-	// statement prepared first, as pgx's batches do, would be refused by
-	// a transaction an error aborted, and the connection lost with it.
-	prefix := ""
-	if conn.PgConn().TxStatus() != 'I' {
-		prefix = "ROLLBACK;\n"
-	}
-	sql, err := inlined(conn, prefix, t.release(ctx))
-	var released bool
-	if err == nil {
-		var results []*pgconn.Result
-		results, err = conn.PgConn().Exec(ctx, sql).ReadAll()
-		if err == nil {
-			last := results[len(results)-1]
-			if len(last.Rows) != 1 || len(last.Rows[0]) != 1 {
-				err = errors.New("pgstore: the release of the key's lock returned no row")
-			} else {
-				released = string(last.Rows[0][0]) == "t"
-			}
-		}
-	}
+	release := t.release(ctx)
+	released, err := rollback(ctx, t.c, &release)
 	if err == nil && !released && made {
 		t.s.poolerNoticed(t.row)
 	}
 	if err == nil && !released {
 		err = errors.New("pgstore: the attempt's session no longer held the key's lock")
-	}
-	if err != nil {
-		_ = conn.Close(ctx)
 	}
 	return err
 }

@@ -400,7 +400,8 @@ func (t *txn) Complete(ctx context.Context, r *idem.Response) error {
 // when the transaction was begun with its first.
 func (t *txn) end(ctx context.Context, what string, st statement) (int64, error) {
 	if t.conn != nil {
-		return commitWith(ctx, *t.conn, what, st)
+		rows, _, err := finish(ctx, *t.conn, what, st, false, nil)
+		return rows, err
 	}
 	defer t.release()
 	tag, err := t.tx.Exec(ctx, st.sql, st.args...)
@@ -442,10 +443,15 @@ func commitError(what string, err error) error {
 // attempt's connection was lost, PostgreSQL has rolled it back already,
 // and the error says so by matching idem.ErrStoreUnavailable.
 func (t *txn) Abort(ctx context.Context) error {
-	defer t.release()
 	// Read before the rollback, which hands a pool's connection back.
 	lost := t.tx.Conn().IsClosed()
-	err := t.tx.Rollback(ctx)
+	var err error
+	if t.conn != nil {
+		_, err = rollback(ctx, *t.conn, nil)
+	} else {
+		defer t.release()
+		err = t.tx.Rollback(ctx)
+	}
 	if lost || (err != nil && unavailable(err)) {
 		return fmt.Errorf("pgstore: the attempt's connection was lost, so PostgreSQL rolled its transaction back: %w", idem.ErrStoreUnavailable)
 	}

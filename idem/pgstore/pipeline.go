@@ -218,50 +218,127 @@ func beginWith(ctx context.Context, c attemptConn, st statement) (pgx.Tx, error)
 	}
 	tx, err := c.conn.BeginTx(ctx, pgx.TxOptions{BeginQuery: sql})
 	if err != nil {
-		endAborted(ctx, c)
+		_, _ = rollback(ctx, c, nil)
 		return nil, err
 	}
 	return tx, nil
 }
 
-// endAborted rolls back what a failed pipeline left open on c and
-// releases it; a pool destroys a connection given back mid-transaction.
-func endAborted(ctx context.Context, c attemptConn) {
-	if !c.conn.IsClosed() && c.conn.PgConn().TxStatus() != 'I' {
-		_, _ = c.conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-	}
-	c.release()
-}
+// Every attempt held on a connection of its own ends one of two ways,
+// whether its claim is a transaction's (Claim, a phase) or its session's
+// (LookupClaim): finish or rollback.
 
-// commitWith sends st and COMMIT in one round trip, ending the attempt's
-// transaction, and reports the rows st changed. A COMMIT
-// whose acknowledgement was lost may have committed: the error then also
-// matches idem.ErrCommitUnknown.
-func commitWith(ctx context.Context, c attemptConn, what string, st statement) (int64, error) {
+// finish ends an attempt's transaction on c in one round trip: BEGIN first
+// when begin is set (no statement of the handler began it), the attempt's
+// last statement st, COMMIT, and, when the session holds the key's lock
+// (claim), the lock's release after the COMMIT, so that nothing finds the
+// key free before its row has committed. It reports the rows st changed
+// and whether the release found the lock, and gives c back. A COMMIT whose
+// acknowledgement was lost may have committed: the error then also
+// matches idem.ErrCommitUnknown. When anything fails, the transaction is
+// rolled back and the lock released as rollback does.
+func finish(ctx context.Context, c attemptConn, what string, st statement, begin bool, claim *statement) (rows int64, released bool, err error) {
 	b := &pgx.Batch{}
+	if begin {
+		b.Queue("BEGIN")
+	}
 	b.Queue(st.sql, st.args...)
 	b.Queue("COMMIT")
+	if claim != nil {
+		b.Queue(claim.sql, claim.args...)
+	}
 	br := c.conn.SendBatch(ctx, b)
-	// Either may fail after both were sent: a lost connection then leaves
-	// the outcome unknown.
-	tag, err := br.Exec()
-	var commitTag pgconn.CommandTag
+	// Any of them may fail after all were sent: a lost connection then
+	// leaves the outcome unknown.
+	if begin {
+		_, err = br.Exec()
+	}
+	var tag, commitTag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
 	if err == nil {
 		commitTag, err = br.Exec()
 	}
 	if err != nil {
+		_ = br.Close()
 		err = commitError(what, err)
+		_, _ = rollback(ctx, c, claim)
+		return 0, false, err
 	}
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = commitError(what, cerr)
+	var rerr error
+	if claim != nil {
+		rerr = br.QueryRow().Scan(&released)
 	}
-	if err == nil && commitTag.String() != "COMMIT" {
-		err = fmt.Errorf("pgstore: %s: the transaction was aborted by an earlier error, so COMMIT rolled it back: %w", what, pgx.ErrTxCommitRollback)
+	if cerr := br.Close(); rerr == nil {
+		rerr = cerr
 	}
-	if err != nil {
-		endAborted(ctx, c)
-		return 0, err
+	if claim != nil && (rerr != nil || !released) {
+		// A session lock must not outlive its attempt on a pooled
+		// connection: closing it ends the session, and the lock with it.
+		_ = c.conn.Close(context.WithoutCancel(ctx))
+	} else if claim == nil && rerr != nil {
+		_, _ = rollback(ctx, c, nil)
+		return 0, false, commitError(what, rerr)
 	}
 	c.release()
-	return tag.RowsAffected(), nil
+	if commitTag.String() != "COMMIT" {
+		return 0, released, fmt.Errorf("pgstore: %s: the transaction was aborted by an earlier error, so COMMIT rolled it back: %w", what, pgx.ErrTxCommitRollback)
+	}
+	return tag.RowsAffected(), released, nil
 }
+
+// rollback ends an attempt's transaction on c without committing it:
+// ROLLBACK when a transaction is open, and, when the session holds the
+// key's lock (claim), the lock's release, as one simple-protocol message,
+// since a statement prepared first would be refused by a transaction that
+// an error aborted. It reports whether the release found the lock, and
+// gives c back: closed instead when any of it fails or the release did not
+// find the lock, which ends the session, its transaction and its lock.
+func rollback(ctx context.Context, c attemptConn, claim *statement) (released bool, err error) {
+	defer c.release()
+	conn := c.conn
+	if conn.IsClosed() {
+		return false, pgconn.ErrConnClosed
+	}
+	// It runs whether or not the request has ended, within the caller's
+	// deadline, if any, since a connection that stops answering must not
+	// hold the request; a rollback that cannot be sent closes it instead.
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(endTimeout)
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	sql := ""
+	if conn.PgConn().TxStatus() != 'I' {
+		sql = "ROLLBACK;\n"
+	}
+	if claim != nil {
+		release, err := inlined(conn, "", *claim)
+		if err != nil {
+			_ = conn.Close(ctx)
+			return false, err
+		}
+		sql += release
+	}
+	if sql == "" {
+		return false, nil
+	}
+	results, err := conn.PgConn().Exec(ctx, sql).ReadAll()
+	if err == nil && claim != nil {
+		last := results[len(results)-1]
+		if len(last.Rows) != 1 || len(last.Rows[0]) != 1 {
+			err = errors.New("pgstore: the release of the key's lock returned no row")
+		} else {
+			released = string(last.Rows[0][0]) == "t"
+		}
+	}
+	if err != nil || (claim != nil && !released) {
+		_ = conn.Close(ctx)
+	}
+	return released, err
+}
+
+// endTimeout bounds a rollback whose caller set no deadline.
+const endTimeout = 5 * time.Second
