@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/example/gen"
 	"github.com/idemgen/idemgen/example/server"
@@ -99,13 +97,10 @@ func TestHistoryOverHTTP(t *testing.T) {
 	if err := pgstore.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE effects (scope text, operation text, key text, generation bigint, phase text, token text)`); err != nil {
-		t.Fatal(err)
-	}
 	svc := &historyService{}
 	srv := httptest.NewServer(server.Handler(svc, pool, hist.Logger()))
 	t.Cleanup(srv.Close)
-	h := pgHistoryHarness(t, pool)
+	h := history.Postgres(t, pool)
 	h.Points = []string{string(gen.CreatePaymentPaymentCreated), string(gen.CreatePaymentChargeCreated)}
 	var ids atomic.Int64
 	h.Send = func(ctx context.Context, req history.Request, handle history.Handle[pgx.Tx]) history.Answer {
@@ -154,66 +149,5 @@ func TestHistoryOverHTTP(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Errorf("seed %d", seed)
-	}
-}
-
-// pgHistoryHarness is the checker's view of the Postgres store on pool:
-// effects written in the attempts' transactions, keys aged in the table.
-func pgHistoryHarness(t *testing.T, pool *pgxpool.Pool) history.Harness[pgx.Tx] {
-	ctx := context.Background()
-	quiet := slog.New(slog.DiscardHandler)
-	store := pgstore.New(pool, pgstore.Options{})
-	age := func(column string) func(testing.TB, idem.ID) {
-		sql := `UPDATE idempotency_keys SET ` + column + ` = now() - interval '1 second'
-			WHERE (scope, operation, key) IN (SELECT scope, operation, key FROM idempotency_keys
-				WHERE scope = $1 AND operation = $2 AND key = $3 FOR UPDATE SKIP LOCKED)`
-		return func(t testing.TB, id idem.ID) {
-			if _, err := pool.Exec(ctx, sql, id.Scope, id.Operation, id.Key); err != nil {
-				t.Errorf("age %s of %v: %v", column, id, err)
-			}
-		}
-	}
-	return history.Harness[pgx.Tx]{
-		Store:         store,
-		Transactional: true,
-		Effect: func(ctx context.Context, at *idem.Attempt[pgx.Tx], e history.Effect) error {
-			_, err := at.Tx().Exec(ctx, `INSERT INTO effects VALUES ($1, $2, $3, $4, $5, $6)`, e.Scope, e.Operation, e.Key, e.Generation, e.Phase, e.Token)
-			return err
-		},
-		Committed: func(t testing.TB) []history.Effect {
-			rows, err := pool.Query(ctx, `SELECT scope, operation, key, generation, phase, token FROM effects`)
-			if err != nil {
-				t.Fatal(err)
-			}
-			effects, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (history.Effect, error) {
-				var e history.Effect
-				err := row.Scan(&e.Scope, &e.Operation, &e.Key, &e.Generation, &e.Phase, &e.Token)
-				return e, err
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return effects
-		},
-		Kill: func(ctx context.Context, at *idem.Attempt[pgx.Tx]) error {
-			_, err := at.Tx().Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
-			return err
-		},
-		Statement: func(ctx context.Context, at *idem.Attempt[pgx.Tx]) error {
-			_, err := at.Tx().Exec(ctx, `SELECT 1 / $1::int`, 0)
-			return err
-		},
-		Age:      age("expires_at"),
-		AgeLease: age("locked_until"),
-		Reap: func(t testing.TB) {
-			if _, err := store.Reap(ctx, pgstore.ReapOptions{Logger: quiet}); err != nil {
-				t.Errorf("reap: %v", err)
-			}
-		},
-		Sweep: func(t testing.TB) {
-			if _, err := store.Sweep(ctx, pgstore.SweepOptions{AbandonedFor: 500 * time.Millisecond, Fail: true, Logger: quiet}); err != nil {
-				t.Errorf("sweep: %v", err)
-			}
-		},
 	}
 }

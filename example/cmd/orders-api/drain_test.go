@@ -154,17 +154,7 @@ func TestDrainTimeoutCutsOff(t *testing.T) {
 		t.Fatalf("the cut-off attempt left %d rows; want it rolled back", n)
 	}
 	p2 := start(t, bin, dbURL)
-	var r reply
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		// Until PostgreSQL has noticed the closed connection, the key may
-		// still be held: the client retries on 409 as told.
-		r = mustPost(t, p2.url, "k1", order)
-		if r.status != 409 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	r := retryWhileHeld(t, p2.url, "k1", order)
 	if r.status != 201 || r.header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("retry after the cut-off: %d %v %s; want a first run's 201", r.status, r.header, r.body)
 	}

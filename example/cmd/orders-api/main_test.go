@@ -265,17 +265,7 @@ func TestCrashMidHandlerRunsOnceOnRetry(t *testing.T) {
 	p1.cmd.Wait()
 
 	p2 := start(t, bin, dbURL)
-	deadline := time.Now().Add(30 * time.Second)
-	var r reply
-	for {
-		// Until PostgreSQL has noticed the dead connection and rolled it
-		// back, the key is still held: the client retries on 409 as told.
-		r = mustPost(t, p2.url, "k1", order)
-		if r.status != 409 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	r := retryWhileHeld(t, p2.url, "k1", order)
 	if r.status != 201 || r.header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("retry after the crash: %d %v %s", r.status, r.header, r.body)
 	}
@@ -497,5 +487,21 @@ func TestTwoServersTakeOverOnce(t *testing.T) {
 	}
 	if n := count(t, pool, `SELECT count(*) FROM payments`); n != 1 {
 		t.Fatalf("%d payments, want 1", n)
+	}
+}
+
+// retryWhileHeld posts body with key as a client does after a crash: until
+// PostgreSQL has noticed the dead connection and rolled its attempt back,
+// the key is still held, and the client retries on 409 as told, for up to
+// 30s.
+func retryWhileHeld(t *testing.T, url, key, body string) reply {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := mustPost(t, url, key, body)
+		if r.status != 409 || time.Now().After(deadline) {
+			return r
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -1,0 +1,106 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/pgstore"
+)
+
+// Postgres is the checker's harness for the Postgres store on pool, whose
+// database has the key store migrated: the handlers' effects go to a table
+// of their own, written in the attempts' transactions; keys age in the
+// key table; the reaper and the sweeper (which fails abandoned attempts)
+// are the store's own; and once the clients are done, no advisory lock
+// may be held and no connection lost but those the checker killed.
+func Postgres(t testing.TB, pool *pgxpool.Pool) Harness[pgx.Tx] {
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE history_effects (scope text, operation text, key text, generation bigint, phase text, token text)`); err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	store := pgstore.New(pool, pgstore.Options{})
+	var kills atomic.Int64
+	// age changes a key's row unless a phase holds it, as the clock would
+	// between phases; the checker never waits for a running phase.
+	age := func(column string) func(testing.TB, idem.ID) {
+		sql := `UPDATE idempotency_keys SET ` + column + ` = now() - interval '1 second'
+			WHERE (scope, operation, key) IN (SELECT scope, operation, key FROM idempotency_keys
+				WHERE scope = $1 AND operation = $2 AND key = $3 FOR UPDATE SKIP LOCKED)`
+		return func(t testing.TB, id idem.ID) {
+			if _, err := pool.Exec(ctx, sql, id.Scope, id.Operation, id.Key); err != nil {
+				t.Errorf("age %s of %v: %v", column, id, err)
+			}
+		}
+	}
+	return Harness[pgx.Tx]{
+		Store:         store,
+		Transactional: true,
+		Effect: func(ctx context.Context, at *idem.Attempt[pgx.Tx], e Effect) error {
+			_, err := at.Tx().Exec(ctx, `INSERT INTO history_effects VALUES ($1, $2, $3, $4, $5, $6)`, e.Scope, e.Operation, e.Key, e.Generation, e.Phase, e.Token)
+			return err
+		},
+		Committed: func(t testing.TB) []Effect {
+			rows, err := pool.Query(ctx, `SELECT scope, operation, key, generation, phase, token FROM history_effects`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			effects, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Effect, error) {
+				var e Effect
+				err := row.Scan(&e.Scope, &e.Operation, &e.Key, &e.Generation, &e.Phase, &e.Token)
+				return e, err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return effects
+		},
+		Kill: func(ctx context.Context, at *idem.Attempt[pgx.Tx]) error {
+			kills.Add(1)
+			_, err := at.Tx().Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
+			return err
+		},
+		Statement: func(ctx context.Context, at *idem.Attempt[pgx.Tx]) error {
+			_, err := at.Tx().Exec(ctx, `SELECT 1 / $1::int`, 0)
+			return err
+		},
+		Age:      age("expires_at"),
+		AgeLease: age("locked_until"),
+		Reap: func(t testing.TB) {
+			if _, err := store.Reap(ctx, pgstore.ReapOptions{Logger: quiet}); err != nil {
+				t.Errorf("reap: %v", err)
+			}
+		},
+		Sweep: func(t testing.TB) {
+			if _, err := store.Sweep(ctx, pgstore.SweepOptions{AbandonedFor: 500 * time.Millisecond, Fail: true, Logger: quiet}); err != nil {
+				t.Errorf("sweep: %v", err)
+			}
+		},
+		After: func(t testing.TB) []string {
+			var bad []string
+			var locks int
+			err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+				AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&locks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if locks > 0 {
+				bad = append(bad, fmt.Sprintf("%d advisory locks held after every client is done", locks))
+			}
+			// Each killed connection is replaced; no other is lost.
+			size := int64(pool.Config().MaxConns)
+			if opened := pool.Stat().NewConnsCount(); opened > size+kills.Load() {
+				bad = append(bad, fmt.Sprintf("%d connections opened for a pool of %d and %d killed", opened, size, kills.Load()))
+			}
+			return bad
+		},
+	}
+}
