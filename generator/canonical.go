@@ -53,7 +53,8 @@ type canonicalGen struct {
 	writers    map[string]string // struct type -> its writer function
 	queue      []string
 	funcs      strings.Builder
-	depth      int // nested loops, for their variables' names
+	depth      int     // nested loops, for their variables' names
+	shaper     *shaper // the shapes of types, for the contracts
 }
 
 func newCanonicalGen(oapiSrc []byte) (*canonicalGen, error) {
@@ -671,7 +672,7 @@ func pointerArgs(excl [][]string) string {
 }
 
 // writeFingerprints writes the fingerprint writers of the model's
-// annotated operations into it.
+// annotated operations into it, and their contracts (see contract.go).
 func writeFingerprints(oapiSrc []byte, m *model) error {
 	g, err := newCanonicalGen(oapiSrc)
 	if err != nil {
@@ -680,8 +681,10 @@ func writeFingerprints(oapiSrc []byte, m *model) error {
 	for i := range m.Operations {
 		if op := &m.Operations[i]; op.Idempotent {
 			op.FingerprintCall = g.operation(op, op.Fingerprint)
+			m.contracts = append(m.contracts, g.contract(op))
 		}
 	}
 	m.Fingerprints = g.source()
+	m.Contract = renderContract(m.contracts)
 	return nil
 }

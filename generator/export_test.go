@@ -2,6 +2,7 @@ package generator
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -60,4 +61,21 @@ func paramsLiteral(parts []fingerprintPart) string {
 		kv = append(kv, fmt.Sprintf("%q: %s", p.Name, p.Expr))
 	}
 	return "idem.Params{" + strings.Join(kv, ", ") + "}"
+}
+
+// ContractRoundTrip reads the contract back from res's idempotency file
+// and renders what it read: the contract as written when reading loses
+// nothing.
+func ContractRoundTrip(res *Result) (written, reread string, ok bool) {
+	for _, f := range res.Files {
+		if filepath.Base(f.Path) != layerFile {
+			continue
+		}
+		contracts, ok := parseContract(f.Content)
+		if !ok {
+			return res.model.Contract, "", false
+		}
+		return res.model.Contract, renderContract(contracts), true
+	}
+	return res.model.Contract, "", false
 }

@@ -8,6 +8,7 @@ package generator
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"go/format"
@@ -41,6 +42,10 @@ type Result struct {
 
 	model *model // for the tests of the fingerprint writers
 }
+
+// layerFile is the name of the idempotency layer's file in the output
+// directory.
+const layerFile = "idempotency.gen.go"
 
 var tmpl = template.Must(template.New("").ParseFS(templates.FS, "*.tmpl"))
 
@@ -79,6 +84,15 @@ func Generate(cfg *Config) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Operations: len(m.Operations), Warnings: m.Warnings, model: m}
+	// Keys in flight that this generation would change: compared with the
+	// contract of the file it replaces.
+	changed := contractWarnings(cfg.path(filepath.Join(cfg.Output.Dir, layerFile)), filepath.Join(cfg.Output.Dir, layerFile), m, m.contracts)
+	slices.SortStableFunc(changed, func(a, b warning) int {
+		return cmp.Or(cmp.Compare(a.pos.Line, b.pos.Line), cmp.Compare(a.pos.Column, b.pos.Column))
+	})
+	for _, w := range changed {
+		res.Warnings = append(res.Warnings, w.text)
+	}
 	for _, op := range m.Operations {
 		if op.Idempotent {
 			res.Idempotent++
@@ -86,7 +100,7 @@ func Generate(cfg *Config) (*Result, error) {
 	}
 	res.Files = append(res.Files,
 		File{filepath.Join(cfg.Output.Dir, "oapi.gen.go"), oapi.src},
-		File{filepath.Join(cfg.Output.Dir, "idempotency.gen.go"), layer},
+		File{filepath.Join(cfg.Output.Dir, layerFile), layer},
 	)
 	if m.Client && m.Idempotent {
 		client, err := renderGo("client.go.tmpl", m)

@@ -35,6 +35,11 @@ type model struct {
 	Mount string
 	// Fingerprints is the source of the fingerprint writers.
 	Fingerprints string
+	// Contract is the comment that records how the annotated operations'
+	// keys are scoped and fingerprinted (see contract.go); contracts
+	// holds what it records, one per annotated operation, in order.
+	Contract  string
+	contracts []opContract
 	// ScopePanic is the message NewIdempotentStrictServer panics with
 	// when an operation's spec says idem.Options.Scope scopes its keys
 	// and it is nil; "" when no operation says so.
@@ -98,6 +103,14 @@ type operation struct {
 	Points []recoveryPoint
 
 	pos annotation.Position // the x-idempotent key, for errors
+
+	// What the operation's contract records besides the fields above
+	// (see contract.go): whether idem.Options.Scope scopes its keys, the
+	// parameters fingerprint.exclude leaves out, as location and name,
+	// and its JSON pointers into the body, as written.
+	scopeFunction   bool
+	excludedParams  [][2]string
+	excludePointers []string
 }
 
 // recoveryPoint is one recovery point of a phased operation.
@@ -232,6 +245,7 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 		op.ScopeHeader = header
 	}
 	op.ScopeDoc = scopeDoc(a.Scope, op.ScopeHeader)
+	op.scopeFunction = a.Scope.Function
 	if a.Mode == annotation.ModePhased {
 		for _, p := range a.RecoveryPoints {
 			goName := annotation.GoName(p)
@@ -242,6 +256,18 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	excluded, err := excludedParams(d, a.FingerprintExclude)
 	if err != nil {
 		return err
+	}
+	for _, params := range [][]codegen.ParameterDefinition{d.PathParams, d.QueryParams, d.HeaderParams} {
+		for i, p := range params {
+			if excluded[&params[i]] {
+				op.excludedParams = append(op.excludedParams, [2]string{p.In, p.ParamName})
+			}
+		}
+	}
+	for _, p := range a.FingerprintExclude {
+		if strings.HasPrefix(p.Value, "/") {
+			op.excludePointers = append(op.excludePointers, p.Value)
+		}
 	}
 	op.Fingerprint.Path = paramParts(d.PathParams, "request.", excluded)
 	op.Fingerprint.Query = paramParts(d.QueryParams, "request.Params.", excluded)

@@ -43,6 +43,10 @@ Usage:
                                               delete stored responses whose TTL has passed
   idemgen help [annotations | config]         explain the spec annotations or the config
 
+generate and check warn, without failing, when an annotated operation's scope or
+fingerprint differs from what the idempotency.gen.go in the output directory
+records: a request in flight across the deploy would run again or get 422.
+
 Add it to your module as a tool, and a generate line to a Go file next to the config:
   go get -tool github.com/idemgen/idemgen/cmd/idemgen
   //go:generate go tool idemgen -config idemgen.yaml
@@ -362,6 +366,11 @@ func runJanitor(cmd string, args []string, stderr io.Writer) int {
 			summary = fmt.Sprintf("%s would be deleted (dry run)", count(res.Deleted, "expired key"))
 		} else {
 			summary = fmt.Sprintf("deleted %s in %s (%s)", count(res.Deleted, "expired key"), count(res.Batches, "batch"), elapsed(start))
+			if res.Emptied > 0 {
+				// Kept so that their next use never repeats a derived key.
+				summary = fmt.Sprintf("deleted %s and emptied %s whose attempts derived keys, in %s (%s)",
+					count(res.Deleted, "expired key"), fmt.Sprint(res.Emptied)+" more", count(res.Batches, "batch"), elapsed(start))
+			}
 		}
 	}
 	fmt.Fprintf(stderr, "idemgen: %s: %s\n", cmd, summary)

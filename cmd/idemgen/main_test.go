@@ -439,9 +439,22 @@ func TestReapCommand(t *testing.T) {
 			summary: `^idemgen: reap: deleted 0 expired keys in 0 batches ` + timing + `$`,
 			after:   map[string]int{"completed 201": 1, "in_flight 0": 1},
 		},
+		{
+			// Keys whose attempts derived keys keep their generation.
+			name:    "derived",
+			args:    []string{"reap", "-database-url", url},
+			summary: `^idemgen: reap: deleted 0 expired keys and emptied 2 more whose attempts derived keys, in 1 batch ` + timing + `$`,
+			after:   map[string]int{"completed 201": 1, "in_flight 0": 1, "expired 0": 2},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.name == "derived" {
+				insertKeys(t, pool, "derived", 2, `'completed', NULL, 201, now() - interval '1 minute'`)
+				if _, err := pool.Exec(context.Background(), `UPDATE idempotency_keys SET derived = true WHERE key LIKE 'derived-%'`); err != nil {
+					t.Fatal(err)
+				}
+			}
 			code, stdout, stderr := idemgen(t, tt.args...)
 			if code != 0 || stdout != "" {
 				t.Fatalf("exit %d, stdout %q; want 0 and nothing\n%s", code, stdout, stderr)

@@ -429,3 +429,24 @@ func canonicalNewPayment(w *idem.CanonicalWriter, v *NewPayment) {
 	w.String(v.OrderId)
 	w.EndObject()
 }
+
+// idemgen:contract v1
+//
+// How the keys of each annotated operation are scoped and what their
+// fingerprints cover, as this file computes them. idemgen compares what
+// it generates with this record and warns when an operation's differs: a
+// request sent before a deploy of the change and retried after it would
+// run again as a new request, or get a 422. See "Changing an operation's
+// scope or fingerprint" in idemgen's README. A parameter is counted with
+// the type its value is written as, or excluded; a body is counted as
+// sent (form, multipart) or by a digest of the shape of the Go type it is
+// read into, followed by its members (? when left out when empty).
+//
+// operation createOrder POST /orders
+//	scope header X-Account-Id
+//	param header X-Account-Id string
+//	body application/json #27c3bd24d0bfb5dd amount_cents currency customer_id
+// operation createPayment POST /payments
+//	scope header X-Account-Id
+//	param header X-Account-Id string
+//	body application/json #5b03d66dca0f3935 amount_cents order_id

@@ -281,3 +281,19 @@ func canonicalCreateTransferJSONRequestBody(w *idem.CanonicalWriter, v *CreateTr
 	w.Int(v.AmountCents)
 	w.EndObject()
 }
+
+// idemgen:contract v1
+//
+// How the keys of each annotated operation are scoped and what their
+// fingerprints cover, as this file computes them. idemgen compares what
+// it generates with this record and warns when an operation's differs: a
+// request sent before a deploy of the change and retried after it would
+// run again as a new request, or get a 422. See "Changing an operation's
+// scope or fingerprint" in idemgen's README. A parameter is counted with
+// the type its value is written as, or excluded; a body is counted as
+// sent (form, multipart) or by a digest of the shape of the Go type it is
+// read into, followed by its members (? when left out when empty).
+//
+// operation createTransfer POST /transfers
+//	scope none
+//	body application/json #49882f3323c59eca amount_cents

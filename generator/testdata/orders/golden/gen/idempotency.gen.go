@@ -370,3 +370,28 @@ func cancelOrderFingerprint(ctx context.Context, request CancelOrderRequestObjec
 	w.EndObject()
 	return w.Sum()
 }
+
+// idemgen:contract v1
+//
+// How the keys of each annotated operation are scoped and what their
+// fingerprints cover, as this file computes them. idemgen compares what
+// it generates with this record and warns when an operation's differs: a
+// request sent before a deploy of the change and retried after it would
+// run again as a new request, or get a 422. See "Changing an operation's
+// scope or fingerprint" in idemgen's README. A parameter is counted with
+// the type its value is written as, or excluded; a body is counted as
+// sent (form, multipart) or by a digest of the shape of the Go type it is
+// read into, followed by its members (? when left out when empty).
+//
+// operation createOrder POST /accounts/{account_id}/orders
+//	scope none
+//	param header X-Request-Id string
+//	param header X-Trace-Id excluded
+//	param path account_id string
+//	param query channel string
+//	param query dry_run bool
+//	body application/json #27c3bd24d0bfb5dd amount_cents currency customer_id
+// operation cancelOrder DELETE /accounts/{account_id}/orders/{order_id}
+//	scope none
+//	param path account_id string
+//	param path order_id string

@@ -418,3 +418,31 @@ func createRefundFingerprint(ctx context.Context, request CreateRefundRequestObj
 	w.EndObject()
 	return w.Sum()
 }
+
+// idemgen:contract v1
+//
+// How the keys of each annotated operation are scoped and what their
+// fingerprints cover, as this file computes them. idemgen compares what
+// it generates with this record and warns when an operation's differs: a
+// request sent before a deploy of the change and retried after it would
+// run again as a new request, or get a 422. See "Changing an operation's
+// scope or fingerprint" in idemgen's README. A parameter is counted with
+// the type its value is written as, or excluded; a body is counted as
+// sent (form, multipart) or by a digest of the shape of the Go type it is
+// read into, followed by its members (? when left out when empty).
+//
+// operation createCharge POST /charges
+//	scope none
+//	body application/x-www-form-urlencoded form
+// operation updateCustomer PUT /customers/{customer_id}
+//	scope none
+//	param path customer_id string
+//	body application/json tag=JSON #b7782fe3c97e2260 email? metadata? name
+//	body application/x-www-form-urlencoded tag=Formdata form
+//	exclude /metadata/trace_id
+// operation createRefund POST /payments/{payment_id}/refunds
+//	scope none
+//	param path payment_id string
+//	body application/json #a2b91b271446d7a9 amount_cents metadata? note?
+//	exclude /metadata/trace_id
+//	exclude /note

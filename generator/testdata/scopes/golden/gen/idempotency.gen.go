@@ -463,3 +463,29 @@ func copyWidgetFingerprint(ctx context.Context, request CopyWidgetRequestObject)
 	w.EndObject()
 	return w.Sum()
 }
+
+// idemgen:contract v1
+//
+// How the keys of each annotated operation are scoped and what their
+// fingerprints cover, as this file computes them. idemgen compares what
+// it generates with this record and warns when an operation's differs: a
+// request sent before a deploy of the change and retried after it would
+// run again as a new request, or get a 422. See "Changing an operation's
+// scope or fingerprint" in idemgen's README. A parameter is counted with
+// the type its value is written as, or excluded; a body is counted as
+// sent (form, multipart) or by a digest of the shape of the Go type it is
+// read into, followed by its members (? when left out when empty).
+//
+// operation ping POST /pings
+//	scope none
+// operation replaceSettings PUT /settings
+//	scope function
+//	body application/json #26c0c2adc8ab309a
+// operation createWidget POST /widgets
+//	scope header X-Tenant-Id
+//	param header X-Tenant-Id string
+//	body application/json #42ac25b8cd124b9d name
+// operation copyWidget POST /widgets/{id}/copies
+//	scope function header X-Tenant-Id
+//	param header X-Tenant-Id string
+//	param path id string

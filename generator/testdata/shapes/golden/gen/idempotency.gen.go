@@ -588,3 +588,30 @@ func canonicalAddress(w *idem.CanonicalWriter, v *Address) {
 	}
 	w.EndObject()
 }
+
+// idemgen:contract v1
+//
+// How the keys of each annotated operation are scoped and what their
+// fingerprints cover, as this file computes them. idemgen compares what
+// it generates with this record and warns when an operation's differs: a
+// request sent before a deploy of the change and retried after it would
+// run again as a new request, or get a 422. See "Changing an operation's
+// scope or fingerprint" in idemgen's README. A parameter is counted with
+// the type its value is written as, or excluded; a body is counted as
+// sent (form, multipart) or by a digest of the shape of the Go type it is
+// read into, followed by its members (? when left out when empty).
+//
+// operation putLabels PUT /labels
+//	scope none
+//	body application/json #2361d83e2a543763
+// operation createShipment POST /shipments/{warehouse}
+//	scope none
+//	param header X-Batch openapi_types.UUID
+//	param header X-Trace-Id excluded
+//	param path warehouse integer
+//	param query priority float32
+//	param query since time
+//	param query tags [string]
+//	body application/json #8621092141216cf4 -? address anything? batch? carrier? count? counts? created_at customs? deliver_by? dims? extra? fragile? id insured? label_png? metadata? mode note? odd? ratio? ships_on? stops? weight
+//	exclude /address/line2
+//	exclude /note

@@ -413,3 +413,27 @@ func uploadWidgetPhotoFingerprint(ctx context.Context, request UploadWidgetPhoto
 	w.EndObject()
 	return w.Sum()
 }
+
+// idemgen:contract v1
+//
+// How the keys of each annotated operation are scoped and what their
+// fingerprints cover, as this file computes them. idemgen compares what
+// it generates with this record and warns when an operation's differs: a
+// request sent before a deploy of the change and retried after it would
+// run again as a new request, or get a 422. See "Changing an operation's
+// scope or fingerprint" in idemgen's README. A parameter is counted with
+// the type its value is written as, or excluded; a body is counted as
+// sent (form, multipart) or by a digest of the shape of the Go type it is
+// read into, followed by its members (? when left out when empty).
+//
+// operation create-widget POST /widgets
+//	scope none
+//	body application/json #36bc09d1c54165e6 name tags?
+// operation setWidgetNote PATCH /widgets/{id}/note
+//	scope none
+//	param path id integer
+//	body text/plain #473287f8298dba71
+// operation uploadWidgetPhoto PUT /widgets/{id}/photo
+//	scope none
+//	param path id integer
+//	body multipart/form-data multipart
