@@ -18,7 +18,9 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -117,6 +119,27 @@ type Config struct {
 	// Slow adds handlers whose phases take 0.4 of the lease each, so that
 	// an attempt of three phases outlives one lease.
 	Slow bool
+}
+
+// FromEnv is the run asked for: seed when not 0, else IDEMGEN_HISTORY_SEED,
+// else a random one; a long run (12 clients of 400 requests, slow phases)
+// when long is set or IDEMGEN_HISTORY=long.
+func FromEnv(seed uint64, long bool) (Config, error) {
+	if s := os.Getenv("IDEMGEN_HISTORY_SEED"); seed == 0 && s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return Config{}, fmt.Errorf("IDEMGEN_HISTORY_SEED=%q: %w", s, err)
+		}
+		seed = n
+	}
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	cfg := Config{Seed: seed}
+	if long || os.Getenv("IDEMGEN_HISTORY") == "long" {
+		cfg.Clients, cfg.Requests, cfg.Slow = 12, 400, true
+	}
+	return cfg, nil
 }
 
 func (c Config) withDefaults() Config {

@@ -4,9 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,20 +28,9 @@ var (
 
 // config is the run the flags and environment ask for.
 func config(t *testing.T) history.Config {
-	seed := *seedFlag
-	if s := os.Getenv("IDEMGEN_HISTORY_SEED"); seed == 0 && s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("IDEMGEN_HISTORY_SEED=%q: %v", s, err)
-		}
-		seed = n
-	}
-	if seed == 0 {
-		seed = rand.Uint64()
-	}
-	cfg := history.Config{Seed: seed}
-	if *longFlag || os.Getenv("IDEMGEN_HISTORY") == "long" {
-		cfg.Clients, cfg.Requests, cfg.Slow = 12, 400, true
+	cfg, err := history.FromEnv(*seedFlag, *longFlag)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return cfg
 }
