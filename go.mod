@@ -1,6 +1,6 @@
 module github.com/idemgen/idemgen
 
-go 1.26.8
+go 1.25.0
 
 require (
 	github.com/getkin/kin-openapi v0.152.0

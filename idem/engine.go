@@ -565,7 +565,7 @@ func callHandler[T any](ctx context.Context, at *Attempt[T], h Handler[T]) (w Wr
 // client went away, the attempt was its cancellation.
 func (e *Engine[T]) abort(ctx, endCtx context.Context, op *Operation, txn Txn[T], at *Attempt[T], handlerErr error) (*Response, error) {
 	abortErr := txn.Abort(endCtx)
-	if pe, ok := errors.AsType[*PanicError](handlerErr); ok && pe.Value == http.ErrAbortHandler {
+	if pe := (*PanicError)(nil); errors.As(handlerErr, &pe) && pe.Value == http.ErrAbortHandler {
 		panic(http.ErrAbortHandler)
 	}
 	switch {
@@ -757,7 +757,7 @@ func missingKey(op *Operation) *Response {
 
 func invalidKey(op *Operation, err error) *Response {
 	detail := err.Error()
-	if ke, ok := errors.AsType[*KeyError](err); ok {
+	if ke := (*KeyError)(nil); errors.As(err, &ke) {
 		detail = "The Idempotency-Key header is invalid: " + ke.Reason + "."
 	}
 	return (&Problem{
@@ -804,7 +804,7 @@ func keyReused() *Response {
 }
 
 func scopeProblem(err error) *Response {
-	if p, ok := errors.AsType[*Problem](err); ok {
+	if p := (*Problem)(nil); errors.As(err, &p) {
 		return p.Response()
 	}
 	return invalidScope("The request's scope could not be determined: " + err.Error() + ". Send the credentials or headers that identify your account.")

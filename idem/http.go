@@ -384,7 +384,7 @@ func bodyTooLarge(limit int64) *Problem {
 // bodyProblem answers a body that failed to read: 413 over the limit, else
 // 400.
 func bodyProblem(err error) *Problem {
-	if tooLarge, ok := errors.AsType[*http.MaxBytesError](err); ok {
+	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
 		return bodyTooLarge(tooLarge.Limit)
 	}
 	return &Problem{
@@ -405,7 +405,7 @@ type ErrorHandlers struct {
 // RequestError answers a request that failed to decode with a 400, or a
 // 413 when its body is over the limit of LimitBody.
 func (h ErrorHandlers) RequestError(w http.ResponseWriter, r *http.Request, err error) {
-	if tooLarge, ok := errors.AsType[*http.MaxBytesError](err); ok {
+	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
 		WriteProblem(w, bodyTooLarge(tooLarge.Limit))
 		return
 	}
@@ -423,7 +423,7 @@ func (h ErrorHandlers) RequestError(w http.ResponseWriter, r *http.Request, err 
 // A *Problem in err's chain, such as the 413 of an oversized multipart
 // body, is sent as it is.
 func (h ErrorHandlers) ResponseError(w http.ResponseWriter, r *http.Request, err error) {
-	if p, ok := errors.AsType[*Problem](err); ok {
+	if p := (*Problem)(nil); errors.As(err, &p) {
 		WriteProblem(w, p)
 		return
 	}
@@ -432,11 +432,11 @@ func (h ErrorHandlers) ResponseError(w http.ResponseWriter, r *http.Request, err
 		log = slog.Default()
 	}
 	attrs := []any{"method", r.Method, "path", r.URL.Path, "error", err}
-	if pe, ok := errors.AsType[*PanicError](err); ok {
+	if pe := (*PanicError)(nil); errors.As(err, &pe) {
 		attrs = append(attrs, "stack", string(pe.Stack))
 	}
 	detail := "The server failed to handle the request. Nothing was stored for its Idempotency-Key, so a retry with the same key runs it again."
-	if pe, ok := errors.AsType[*PhaseError](err); ok {
+	if pe := (*PhaseError)(nil); errors.As(err, &pe) {
 		attrs = append(attrs, "recovery_point", pe.Point)
 		if pe.Point != "" {
 			detail = fmt.Sprintf("The server failed partway through the request. Its steps up to %q are done and kept, and nothing after them: a retry with the same Idempotency-Key resumes after them. Do not send a new key for this request, or the kept steps may be done twice.", pe.Point)

@@ -51,7 +51,7 @@ func TestBoundBody(t *testing.T) {
 			t.Fatalf("BoundBody refused a body of unknown length: %d %s", w.Code, w.Body)
 		}
 		err := decode(r)
-		if _, ok := errors.AsType[*http.MaxBytesError](err); !ok {
+		if target := (*http.MaxBytesError)(nil); !errors.As(err, &target) {
 			t.Fatalf("decoding: %v, want *http.MaxBytesError", err)
 		}
 		(idem.ErrorHandlers{}).RequestError(w, r, err)
@@ -69,7 +69,7 @@ func TestBoundBody(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := idem.EndBody(idem.WithRequest(context.Background(), r))
-		if p, ok := errors.AsType[*idem.Problem](err); !ok || p.Status != 413 || p.Type != idem.TypeBodyTooLarge {
+		if p := (*idem.Problem)(nil); !errors.As(err, &p) || p.Status != 413 || p.Type != idem.TypeBodyTooLarge {
 			t.Fatalf("EndBody: %v, want a 413 problem", err)
 		}
 	})
@@ -100,7 +100,7 @@ func TestBoundBody(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := idem.EndBody(idem.WithRequest(context.Background(), r))
-		if p, ok := errors.AsType[*idem.Problem](err); !ok || p.Status != 400 || !strings.Contains(p.Detail, "could not be read") {
+		if p := (*idem.Problem)(nil); !errors.As(err, &p) || p.Status != 400 || !strings.Contains(p.Detail, "could not be read") {
 			t.Fatalf("EndBody: %v, want a 400 problem", err)
 		}
 	})
@@ -178,7 +178,8 @@ func TestEndBodyTrailingData(t *testing.T) {
 					}
 					continue
 				}
-				p, ok := errors.AsType[*idem.Problem](err)
+				var p *idem.Problem
+				ok := errors.As(err, &p)
 				if !ok || p.Status != 400 || p.Type != idem.TypeInvalidRequest || !strings.Contains(p.Detail, "data after its JSON value") {
 					t.Errorf("%q (%s, limit %d): EndBody: %v, want the 400 problem of data after the value", tc.body, split, limit, err)
 				}

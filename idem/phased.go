@@ -155,7 +155,7 @@ func (e *Engine[T]) runPhase(ctx context.Context, op *Operation, ph Txn[T], at *
 	abortCtx, cancel := endContext(ctx, op)
 	defer cancel()
 	abortErr := ph.Abort(abortCtx)
-	if pe, ok := errors.AsType[*PanicError](err); ok && pe.Value == http.ErrAbortHandler {
+	if pe := (*PanicError)(nil); errors.As(err, &pe) && pe.Value == http.ErrAbortHandler {
 		panic(http.ErrAbortHandler)
 	}
 	switch {

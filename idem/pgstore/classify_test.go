@@ -142,7 +142,7 @@ func TestStoreErrorClassification(t *testing.T) {
 		defer ln.Close()
 		client := &http.Client{Timeout: 50 * time.Millisecond}
 		_, providerErr := client.Get("http://" + ln.Addr().String())
-		if _, ok := errors.AsType[net.Error](providerErr); !ok {
+		if target := (net.Error)(nil); !errors.As(providerErr, &target) {
 			t.Fatalf("provider error %v is not a net.Error", providerErr)
 		}
 		resp, err := request(t, e, "k1", providerErr)

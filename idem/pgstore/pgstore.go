@@ -587,7 +587,8 @@ func (s *Store) ClassifyError(err error) error { return classify("attempt", err)
 // Any other error, such as a constraint of the handler's own writes
 // failing at COMMIT, is not the store's configuration.
 func misconfigured(err error) bool {
-	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	var pgErr *pgconn.PgError
+	ok := errors.As(err, &pgErr)
 	if !ok {
 		return false
 	}
@@ -605,7 +606,7 @@ func misconfigured(err error) bool {
 // or went away: a refused or lost connection, a server shutting down,
 // restarting or out of connections, or no free connection in time.
 func unavailable(err error) bool {
-	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "57P01", "57P02", "57P03", // admin_shutdown, crash_shutdown, cannot_connect_now
 			"53300": // too_many_connections
@@ -613,10 +614,10 @@ func unavailable(err error) bool {
 		}
 		return strings.HasPrefix(pgErr.Code, "08") // connection_exception
 	}
-	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+	if target := (*pgconn.ConnectError)(nil); errors.As(err, &target) {
 		return true
 	}
-	if _, ok := errors.AsType[net.Error](err); ok {
+	if target := (net.Error)(nil); errors.As(err, &target) {
 		return true
 	}
 	return errors.Is(err, ErrNoConnection) || errors.Is(err, pgconn.ErrConnClosed) ||
@@ -626,6 +627,7 @@ func unavailable(err error) bool {
 // rejectedInput reports whether PostgreSQL refused a value the request
 // supplied: a data exception, or a key too large for the table's index.
 func rejectedInput(err error) bool {
-	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	var pgErr *pgconn.PgError
+	ok := errors.As(err, &pgErr)
 	return ok && (strings.HasPrefix(pgErr.Code, "22") || pgErr.Code == "54000")
 }

@@ -133,7 +133,8 @@ func literal(v any) (string, error) {
 
 // hasCode reports whether err is a PostgreSQL error with SQLSTATE code.
 func hasCode(err error, code string) bool {
-	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	var pgErr *pgconn.PgError
+	ok := errors.As(err, &pgErr)
 	return ok && pgErr.Code == code
 }
 

@@ -71,7 +71,7 @@ func TestStrandedClaimGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = a.Exec(ctx, `SELECT idemgen_claim(1, 60000, '', 'op', 'k1', 0, false)`)
-	if pgErr, ok := errors.AsType[*pgconn.PgError](err); !ok || pgErr.Code != "IG409" {
+	if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "IG409" {
 		t.Fatalf("a transaction claim of the key on the session holding it = %v, want IG409", err)
 	}
 	if _, err := a.Exec(ctx, `ROLLBACK`); err != nil {

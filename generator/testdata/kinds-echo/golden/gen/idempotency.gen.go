@@ -190,7 +190,7 @@ func answerErrors(errs idem.ErrorHandlers) echo.MiddlewareFunc {
 			if err == nil || c.Response().Committed {
 				return err
 			}
-			if he, ok := errors.AsType[*echo.HTTPError](err); ok && he.Code < http.StatusInternalServerError {
+			if he := (*echo.HTTPError)(nil); errors.As(err, &he) && he.Code < http.StatusInternalServerError {
 				if he.Internal != nil {
 					err = fmt.Errorf("%v: %w", he.Message, he.Internal)
 				} else {
