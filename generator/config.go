@@ -5,9 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"go/token"
+	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -89,8 +94,18 @@ const (
 // migrationFormats are the migration tools idemgen writes files for.
 var migrationFormats = []string{FormatGolangMigrate, FormatGoose, FormatTern, FormatDbmate}
 
+// MigrationFormats lists the migration tools idemgen writes files for.
+func MigrationFormats() []string { return slices.Clone(migrationFormats) }
+
 // ErrConfig marks errors in the configuration file.
 var ErrConfig = errors.New("invalid config")
+
+// configError is an error in the configuration file whose message names
+// the file and line itself, without "invalid config".
+type configError struct{ msg string }
+
+func (e *configError) Error() string { return e.msg }
+func (e *configError) Unwrap() error { return ErrConfig }
 
 // LoadConfig reads a configuration file and fills in defaults.
 func LoadConfig(path string) (*Config, error) {
@@ -104,10 +119,23 @@ func LoadConfig(path string) (*Config, error) {
 // ParseConfig parses a configuration file's contents; path names it in
 // errors and anchors its relative paths.
 func ParseConfig(path string, src []byte) (*Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		if m := yamlLineError.FindStringSubmatch(err.Error()); m != nil {
+			return nil, &configError{fmt.Sprintf("%s:%s: %s; see `idemgen help config`", path, m[1], m[2])}
+		}
+		return nil, fmt.Errorf("%s: %w: %v; see `idemgen help config`", path, ErrConfig, err)
+	}
+	if problems := checkNode(&doc, reflect.TypeFor[Config](), ""); len(problems) > 0 {
+		for i, p := range problems {
+			problems[i] = fmt.Sprintf("%s:%s", path, p)
+		}
+		return nil, &configError{strings.Join(problems, "\n") + "; see `idemgen help config`"}
+	}
 	var c Config
 	dec := yaml.NewDecoder(bytes.NewReader(src))
 	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // io.EOF: an empty file
 		return nil, fmt.Errorf("%s: %w: %v; see `idemgen help config`", path, ErrConfig, err)
 	}
 	c.dir = filepath.Dir(path)
@@ -176,4 +204,176 @@ func (c *Config) specFromOutput() string {
 		rel = c.Spec
 	}
 	return filepath.ToSlash(rel)
+}
+
+// yamlLineError is how the YAML parser words a syntax error.
+var yamlLineError = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// checkNode checks a config document, or a part of it at the dotted key
+// where, against the Go type t it decodes into: every key must be one t
+// has, and every value of the shape t wants. Each problem starts with its
+// line and names keys as the file spells them, never Go types, which the
+// YAML decoder's own errors name.
+func checkNode(n *yaml.Node, t reflect.Type, where string) []string {
+	for n.Kind == yaml.DocumentNode || n.Kind == yaml.AliasNode {
+		if n.Kind == yaml.AliasNode {
+			n = n.Alias
+		} else if len(n.Content) == 0 {
+			return nil
+		} else {
+			n = n.Content[0]
+		}
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == 0 || n.ShortTag() == "!!null" {
+		return nil
+	}
+	at := func(format string, args ...any) []string {
+		msg := fmt.Sprintf(format, args...)
+		if where != "" {
+			msg = where + ": " + msg
+		}
+		return []string{fmt.Sprintf("%d: %s", n.Line, msg)}
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		keys, types := yamlFields(t)
+		if n.Kind != yaml.MappingNode {
+			return at("expected a mapping of %s", strings.Join(keys, ", "))
+		}
+		var problems []string
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.ShortTag() == "!!merge" { // <<: *defaults, or <<: [*a, *b]
+				merged := []*yaml.Node{v}
+				if v.Kind == yaml.SequenceNode {
+					merged = v.Content
+				}
+				for _, m := range merged {
+					problems = append(problems, checkNode(m, t, where)...)
+				}
+				continue
+			}
+			ft, ok := types[k.Value]
+			if !ok {
+				msg := fmt.Sprintf("%d: unknown key %q", k.Line, k.Value)
+				if where != "" {
+					msg += " in " + where
+				}
+				msg += "; expected one of: " + strings.Join(keys, ", ")
+				if c := closest(k.Value, keys); c != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", c)
+				}
+				problems = append(problems, msg)
+				continue
+			}
+			problems = append(problems, checkNode(v, ft, joinKey(where, k.Value))...)
+		}
+		return problems
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return at("expected a mapping")
+		}
+		var problems []string
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			problems = append(problems, checkNode(n.Content[i+1], t.Elem(), joinKey(where, n.Content[i].Value))...)
+		}
+		return problems
+	case reflect.Slice, reflect.Array:
+		if n.Kind != yaml.SequenceNode {
+			return at("expected a list, such as [a, b]")
+		}
+		var problems []string
+		for i, e := range n.Content {
+			problems = append(problems, checkNode(e, t.Elem(), where+"["+strconv.Itoa(i)+"]")...)
+		}
+		return problems
+	case reflect.Bool, reflect.String,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		want := map[reflect.Kind]string{reflect.Bool: "true or false", reflect.String: "a string", reflect.Float32: "a number", reflect.Float64: "a number"}[t.Kind()]
+		if want == "" {
+			want = "a whole number"
+			if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64 {
+				want = "a whole number, 0 or more"
+			}
+		}
+		if n.Kind != yaml.ScalarNode {
+			return at("expected %s", want)
+		}
+		if err := n.Decode(reflect.New(t).Interface()); err != nil {
+			return at("%q is not %s", n.Value, want)
+		}
+	}
+	return nil
+}
+
+func joinKey(where, key string) string {
+	if where == "" {
+		return key
+	}
+	return where + "." + key
+}
+
+// yamlFields lists the keys of a struct type in the order of its fields,
+// and the type each decodes into, by yaml.v3's rules.
+func yamlFields(t reflect.Type) (keys []string, types map[string]reflect.Type) {
+	types = map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if slices.Contains(strings.Split(opts, ","), "inline") && f.Type.Kind() == reflect.Struct {
+			k, ts := yamlFields(f.Type)
+			keys = append(keys, k...)
+			maps.Copy(types, ts)
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		keys = append(keys, name)
+		types[name] = f.Type
+	}
+	return keys, types
+}
+
+// closest is the one of keys that key is likely a misspelling of, or "".
+func closest(key string, keys []string) string {
+	best, bestDist := "", max(1, len(key)/3)+1
+	for _, k := range keys {
+		if d := editDistance(strings.ToLower(key), k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

@@ -2,9 +2,11 @@ package generator_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -186,5 +188,90 @@ func TestExplicitMigrationVersion(t *testing.T) {
 	_, _, err = generator.MigrationFiles(root, generator.Migrations{Dir: "migrations", Version: 5})
 	if !errors.Is(err, generator.ErrConfig) || !strings.Contains(err.Error(), "version 7") || !strings.Contains(err.Error(), "choose a version above 7") {
 		t.Fatalf("a colliding version: %v", err)
+	}
+}
+
+// In a folder of sequentially numbered migrations, the key store's are
+// numbered in the width of the user's, so that listing the folder lists
+// them after the user's; a folder idemgen wrote in another width before
+// is brought to it, the versions' numbers kept.
+func TestMigrationWidth(t *testing.T) {
+	for _, format := range []string{generator.FormatGolangMigrate, generator.FormatGoose, generator.FormatTern} {
+		users := []string{"001", "00001"}
+		if format != generator.FormatTern { // tern's versions run 1, 2, 3, with no gaps
+			users = append(users, "20240101120000")
+		}
+		for _, first := range users {
+			t.Run(format+"/"+first, func(t *testing.T) {
+				root := t.TempDir()
+				dir := filepath.Join(root, "migrations")
+				user := []string{first + "_create_users.sql"}
+				if format == generator.FormatGolangMigrate {
+					user = []string{first + "_create_users.down.sql", first + "_create_users.up.sql"}
+				}
+				for _, f := range user {
+					writeFile(t, filepath.Join(dir, f), []byte("CREATE TABLE users (id int);\n"))
+				}
+				checkWidth := func(when string) {
+					t.Helper()
+					got := names(t, dir)
+					if !slices.IsSorted(got) {
+						t.Fatalf("%s: not sorted by name: %q", when, got)
+					}
+					if !slices.Equal(got[:len(user)], user) {
+						t.Fatalf("%s: %q; want the user's %q first", when, got, user)
+					}
+					var prev uint64
+					for _, f := range got[len(user):] {
+						version, _, _ := strings.Cut(f, "_")
+						if len(version) != len(first) {
+							t.Fatalf("%s: %s is numbered in width %d, the user's %s in %d: %q", when, f, len(version), first, len(first), got)
+						}
+						n, err := strconv.ParseUint(version, 10, 64)
+						if err != nil || n < prev {
+							t.Fatalf("%s: %s is out of order: %q", when, f, got)
+						}
+						prev = n
+					}
+					if n := len(got) - len(user); n == 0 {
+						t.Fatalf("%s: no migrations written: %q", when, got)
+					}
+				}
+
+				writeMigrations(t, root, format)
+				checkWidth("first run")
+				files, stale, err := generator.MigrationFiles(root, generator.Migrations{Dir: "migrations", Format: format})
+				if err != nil || len(stale) != 0 {
+					t.Fatal(err, stale)
+				}
+				if err := (&generator.Result{Files: files}).Check(root); err != nil {
+					t.Fatalf("second run differs: %v", err)
+				}
+
+				// Files written in another width are renamed, keeping
+				// their numbers.
+				wide := map[string]uint64{}
+				for _, f := range names(t, dir)[len(user):] {
+					version, rest, _ := strings.Cut(f, "_")
+					n, _ := strconv.ParseUint(version, 10, 64)
+					wider := fmt.Sprintf("%0*d_%s", len(first)+2, n, rest)
+					if err := os.Rename(filepath.Join(dir, f), filepath.Join(dir, wider)); err != nil {
+						t.Fatal(err)
+					}
+					wide[rest] = n
+				}
+				res := writeMigrations(t, root, format)
+				if len(res.Stale) != len(wide) {
+					t.Errorf("%d stale files, want the %d renamed: %q", len(res.Stale), len(wide), res.Stale)
+				}
+				checkWidth("after a run in another width")
+				for _, f := range names(t, dir)[len(user):] {
+					version, rest, _ := strings.Cut(f, "_")
+					if n, _ := strconv.ParseUint(version, 10, 64); n != wide[rest] {
+						t.Errorf("%s: version %d, was %d", f, n, wide[rest])
+					}
+				}
+			})
+		}
 	}
 }

@@ -12,6 +12,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,34 +29,152 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = `idemgen turns an OpenAPI 3 spec annotated with x-idempotent into typed Go
+// A command is one of idemgen's subcommands.
+type command struct {
+	name    string
+	args    string // its arguments after the flags, for its usage line
+	summary string // one line, for the list of commands
+	about   string // what its help says above the flags
+	// setup defines the command's flags on fs and returns what runs it
+	// once they are parsed, with the arguments that follow them.
+	setup func(fs *flag.FlagSet) func(args []string, stdout, stderr io.Writer) int
+}
+
+// commands are idemgen's subcommands, in the order help lists them. Set
+// in init: help's own refers to them.
+var commands []*command
+
+func init() {
+	commands = []*command{
+		{name: "generate", summary: "write the generated files; the command run when none is named",
+			about: generateAbout, setup: generateCommand("generate")},
+		{name: "check", summary: "fail, naming the files, if the committed generated files are stale",
+			about: checkAbout, setup: generateCommand("check")},
+		{name: "migrations", summary: "write only the key store's migrations, numbered to fit a directory",
+			about: migrationsAbout, setup: migrationsCommand},
+		{name: "sweep", summary: "report attempts abandoned partway, or with -fail end them",
+			about: sweepAbout, setup: janitorCommand("sweep")},
+		{name: "reap", summary: "delete stored responses whose TTL has passed",
+			about: reapAbout, setup: janitorCommand("reap")},
+		{name: "version", summary: "print idemgen's version and the Go version it was built with",
+			about: "Version prints the version of idemgen's module, (devel) when the build\nrecords none, as a build from a checkout may, and the Go version it was\nbuilt with.\n", setup: versionCommand},
+		{name: "help", args: "[command | annotations | config]", summary: "print this help, a command's, or a guide",
+			about: "Help prints the list of commands, a command's help (the same as\n'idemgen <command> -h'), or one of the guides:\n\n" + guideList, setup: helpCommand},
+	}
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// flags returns the command's flag set, with what runs the command once
+// it is parsed.
+func (c *command) flags() (*flag.FlagSet, func(args []string, stdout, stderr io.Writer) int) {
+	fs := flag.NewFlagSet("idemgen "+c.name, flag.ContinueOnError)
+	// Parse reports nothing itself: help goes to stdout, errors to
+	// stderr in the words run chooses.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs, c.setup(fs)
+}
+
+// usageLine is the command's synopsis, made from its flag set, so that
+// it lists exactly the flags the command accepts.
+func (c *command) usageLine(fs *flag.FlagSet) string {
+	line := "usage: idemgen " + c.name
+	fs.VisitAll(func(f *flag.Flag) {
+		if name, _ := flag.UnquoteUsage(f); name != "" {
+			line += fmt.Sprintf(" [-%s %s]", f.Name, name)
+		} else {
+			line += fmt.Sprintf(" [-%s]", f.Name)
+		}
+	})
+	if c.args != "" {
+		line += " " + c.args
+	}
+	return line
+}
+
+// help is what `idemgen <command> -h` prints.
+func (c *command) help() string {
+	fs, _ := c.flags()
+	var b strings.Builder
+	b.WriteString(c.usageLine(fs) + "\n\n" + c.about)
+	hasFlags := false
+	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+	if hasFlags {
+		b.WriteString("\nFlags:\n")
+		fs.SetOutput(&b)
+		fs.PrintDefaults()
+	}
+	return b.String()
+}
+
+const intro = `idemgen turns an OpenAPI 3 spec annotated with x-idempotent into typed Go
 server stubs (oapi-codegen's strict server) with the Idempotency-Key protocol
 wired in, plus the PostgreSQL key store's migrations and sqlc queries.
+`
 
-Usage:
-  idemgen [generate] [-config idemgen.yaml]   write the generated files
-  idemgen check [-config idemgen.yaml]        fail if committed output is stale
-  idemgen migrations [-format F] [-dir DIR] [-version N]
-                                              write only the key store's migrations, numbered
-                                              to fit DIR (F: golang-migrate, goose, tern, dbmate)
-  idemgen sweep [-database-url URL] [-abandoned-for 1h] [-fail] [-batch 500] [-dry-run]
-                                              report attempts abandoned partway, or with
-                                              -fail store the attempt-abandoned problem for them
-  idemgen reap [-database-url URL] [-batch 1000] [-dry-run]
-                                              delete stored responses whose TTL has passed
-  idemgen help [annotations | config]         explain the spec annotations or the config
+const guideList = `	idemgen help annotations   the spec's annotations: x-idempotent and x-idempotency
+	idemgen help config        the configuration file, idemgen.yaml, and go generate
+`
 
-generate and check warn, without failing, when an annotated operation's scope or
+// shortHelp is what `idemgen help` and `idemgen -h` print.
+func shortHelp() string {
+	var b strings.Builder
+	b.WriteString(intro + "\nUsage:\n\n\tidemgen <command> [flags]\n\nThe commands are:\n\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "\t%-11s %s\n", c.name, c.summary)
+	}
+	b.WriteString("\nRun 'idemgen <command> -h' for a command's flags. The guides:\n\n" + guideList)
+	return b.String()
+}
+
+const generateAbout = `Generate writes the files idemgen.yaml asks for: the Go code, oapi-codegen's
+and the idempotency layer over it, the key store's migrations and sqlc
+queries, and, if asked for, a copy of the spec documenting the protocol and
+test helpers. It writes only the files that changed, and lists them.
+'idemgen -config idemgen.yaml' is 'idemgen generate -config idemgen.yaml'.
+
+It warns, without failing, when an annotated operation's scope or
 fingerprint differs from what the idempotency.gen.go in the output directory
 records: a request in flight across the deploy would run again or get 422.
 
-Add it to your module as a tool, and a generate line to a Go file next to the config:
-  go get -tool github.com/idemgen/idemgen/cmd/idemgen
-  //go:generate go tool idemgen -config idemgen.yaml
+Run it with go generate, from a Go file in the output package, after adding
+idemgen to the module as a tool (` + "`idemgen help config`" + ` says more):
 
-Flags:
-  -config FILE   the configuration file (default idemgen.yaml)
-  -q             print nothing but errors and warnings
+	go get -tool github.com/idemgen/idemgen/cmd/idemgen
+	//go:generate go tool idemgen -config ../idemgen.yaml
+`
+
+const checkAbout = `Check generates what generate would, writes nothing, and fails, naming the
+files, when a generated file is missing or differs from what is committed,
+or when idemgen wrote a file that it no longer generates. Run it in CI.
+It warns as generate does.
+`
+
+const migrationsAbout = `Migrations writes only the key store's migrations, for a service that keeps
+the key table in a migration directory of its own and generates nothing
+else. They are numbered after the highest version in the directory, in the
+width of the migrations there (timestamps included), and never collide; a
+file idemgen wrote before keeps its version, and one of a format used before
+is removed. dbmate's are stamped with the time they are first written.
+`
+
+const sweepAbout = `Sweep finds the attempts abandoned partway: in flight, their lease ended
+longer ago than -abandoned-for. It reports them, leaving them for a retry
+to take over, or with -fail stores the attempt-abandoned problem (500) as
+their response. Run it by hand or from cron, for servers that do not run a
+pgstore.Janitor.
+`
+
+const reapAbout = `Reap deletes the stored responses whose TTL has passed, in batches. Run it
+by hand or from cron, for servers that do not run a pgstore.Janitor.
 `
 
 const annotationsHelp = `Annotate the operations that must be idempotent:
@@ -143,66 +264,155 @@ const configHelp = `idemgen.yaml (paths are relative to this file):
   tests: true                 # optional: <package>test, whose Check runs idem/idemtest's protocol checks on every annotated operation
   migrations:
     dir: gen/migrations       # default: <output.dir>/migrations
-    format: golang-migrate    # golang-migrate (NNNN_x.up.sql / .down.sql), goose, tern or dbmate; numbered after the dir's own
+    format: golang-migrate    # golang-migrate (NNNN_x.up.sql / .down.sql), goose, tern or dbmate; numbered after the dir's own, in their width
     version: 0                # optional: the first version for migrations new to the dir (dbmate's default: the time)
   queries:
     dir: gen/queries          # the key store's sqlc queries; default: <output.dir>/queries
   oapi-codegen:
     output-options:           # passed to oapi-codegen, e.g.
       skip-prune: true
+
+Add idemgen to the module as a tool, so that every developer and CI run the
+same version, and the generate line to a Go file in the output package, such
+as gen/generate.go; -config is relative to that file's directory:
+
+  go get -tool github.com/idemgen/idemgen/cmd/idemgen
+  //go:generate go tool idemgen -config ../idemgen.yaml
+
+Then go generate ./... writes the files, and go tool idemgen check -config
+idemgen.yaml, run in CI from the module's root, fails when they are stale.
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
-	cmd := "generate"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
+	name := "generate"
+	if len(args) > 0 {
+		switch a := args[0]; {
+		case isHelpFlag(a):
+			fmt.Fprint(stdout, shortHelp())
+			return 0
+		case a != "" && a[0] != '-':
+			name, args = a, args[1:]
+		}
 	}
-	switch cmd {
-	case "help":
+	c := lookup(name)
+	if c == nil {
+		fmt.Fprintf(stderr, "idemgen: unknown command %q\nRun 'idemgen help' for usage.\n", name)
+		return 2
+	}
+	fs, cmd := c.flags()
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, c.help())
+			return 0
+		}
+		// The flag package says "for flag -x"; a flag is all there is.
+		return usageError(stderr, c.name, strings.Replace(err.Error(), " for flag -", " for -", 1))
+	}
+	return cmd(fs.Args(), stdout, stderr)
+}
+
+func isHelpFlag(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "--h"
+}
+
+// usageError reports a mistake in how a command was run, with where to
+// look for how to run it, and returns the exit code for it.
+func usageError(stderr io.Writer, cmd, msg string) int {
+	fmt.Fprintf(stderr, "idemgen %s: %s\nRun 'idemgen %s -h' for usage.\n", cmd, msg, cmd)
+	return 2
+}
+
+func helpCommand(*flag.FlagSet) func(args []string, stdout, stderr io.Writer) int {
+	return func(args []string, stdout, stderr io.Writer) int {
 		topic := ""
 		if len(args) > 0 {
 			topic = args[0]
 		}
-		switch topic {
-		case "":
-			fmt.Fprint(stdout, usage+"\n"+annotationsHelp)
-		case "annotations":
+		if len(args) > 1 {
+			return usageError(stderr, "help", fmt.Sprintf("unexpected arguments %q", args[1:]))
+		}
+		switch c := lookup(topic); {
+		case topic == "" || isHelpFlag(topic):
+			fmt.Fprint(stdout, shortHelp())
+		case topic == "annotations":
 			fmt.Fprint(stdout, annotationsHelp)
-		case "config":
+		case topic == "config":
 			fmt.Fprint(stdout, configHelp)
+		case c != nil:
+			fmt.Fprint(stdout, c.help())
 		default:
-			fmt.Fprintf(stderr, "idemgen: no help on %q; try `idemgen help annotations` or `idemgen help config`\n", topic)
+			fmt.Fprintf(stderr, "idemgen help: no help on %q\nRun 'idemgen help' for the commands and guides.\n", topic)
 			return 2
 		}
 		return 0
-	case "migrations":
-		return runMigrations(args, stderr)
-	case "sweep", "reap":
-		return runJanitor(cmd, args, stderr)
-	case "generate", "check":
-	default:
-		fmt.Fprintf(stderr, "idemgen: unknown command %q\n\n%s", cmd, usage)
-		return 2
 	}
+}
 
-	fs := flag.NewFlagSet("idemgen "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage+"\n"+annotationsHelp) }
-	configPath := fs.String("config", "idemgen.yaml", "the configuration file")
-	quiet := fs.Bool("q", false, "print nothing but errors and warnings")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+func versionCommand(*flag.FlagSet) func(args []string, stdout, stderr io.Writer) int {
+	return func(args []string, stdout, stderr io.Writer) int {
+		if len(args) > 0 {
+			return usageError(stderr, "version", fmt.Sprintf("unexpected arguments %q", args))
 		}
-		return 2
+		version, goVersion := "(devel)", runtime.Version()
+		if info, ok := debug.ReadBuildInfo(); ok {
+			version = moduleVersion(info)
+			if info.GoVersion != "" {
+				goVersion = info.GoVersion
+			}
+		}
+		fmt.Fprintf(stdout, "idemgen %s, built with %s\n", version, goVersion)
+		return 0
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "idemgen: unexpected arguments %q\n\n%s", fs.Args(), usage)
-		return 2
-	}
+}
 
+// modulePath is idemgen's module.
+const modulePath = "github.com/idemgen/idemgen"
+
+// moduleVersion is the version of idemgen's module in a binary's build
+// information: the main module when built in it or installed with go
+// install, a dependency when run as a tool of another module. A module
+// replaced by a directory, or built from a checkout without version
+// control information, is "(devel)".
+func moduleVersion(info *debug.BuildInfo) string {
+	m := &info.Main
+	if m.Path != modulePath {
+		m = nil
+		for _, d := range info.Deps {
+			if d.Path == modulePath {
+				m = d
+				break
+			}
+		}
+	}
+	if m == nil {
+		return "(devel)"
+	}
+	if m.Replace != nil {
+		m = m.Replace
+	}
+	if m.Version == "" {
+		return "(devel)"
+	}
+	return m.Version
+}
+
+// generateCommand is generate's, or check's.
+func generateCommand(cmd string) func(fs *flag.FlagSet) func(args []string, stdout, stderr io.Writer) int {
+	return func(fs *flag.FlagSet) func(args []string, stdout, stderr io.Writer) int {
+		configPath := fs.String("config", "idemgen.yaml", "read the configuration from `file`")
+		quiet := fs.Bool("q", false, "print nothing but errors and warnings")
+		return func(args []string, stdout, stderr io.Writer) int {
+			if len(args) > 0 {
+				return usageError(stderr, cmd, fmt.Sprintf("unexpected arguments %q", args))
+			}
+			return generate(cmd, *configPath, *quiet, stderr)
+		}
+	}
+}
+
+func generate(cmd, configPath string, quiet bool, stderr io.Writer) int {
 	start := time.Now()
-	cfg, err := generator.LoadConfig(*configPath)
+	cfg, err := generator.LoadConfig(configPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen: %v\n", err)
 		return 1
@@ -218,14 +428,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for _, w := range res.Warnings {
 		fmt.Fprintf(stderr, "idemgen: %s\n", w)
 	}
-	dir := filepath.Dir(*configPath)
+	dir := filepath.Dir(configPath)
 	summary := fmt.Sprintf("%s: %d operations, %d idempotent", cfg.Spec, res.Operations, res.Idempotent)
 	if cmd == "check" {
 		if err := res.Check(dir); err != nil {
 			fmt.Fprintf(stderr, "idemgen: %v\n", err)
 			return 1
 		}
-		if !*quiet {
+		if !quiet {
 			fmt.Fprintf(stderr, "idemgen: %s; %d files up to date (%s)\n", summary, len(res.Files), elapsed(start))
 		}
 		return 0
@@ -235,7 +445,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemgen: %v\n", err)
 		return 1
 	}
-	if !*quiet {
+	if !quiet {
 		fmt.Fprintf(stderr, "idemgen: %s; wrote %d of %d files (%s)\n", summary, len(written), len(res.Files), elapsed(start))
 		for _, f := range written {
 			fmt.Fprintf(stderr, "\t%s\n", f)
@@ -248,82 +458,101 @@ func elapsed(start time.Time) string {
 	return time.Since(start).Round(time.Millisecond).String()
 }
 
-// runMigrations writes the key store's migrations, for teams that keep the
-// table in a migration directory of their own and generate nothing else.
-func runMigrations(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("idemgen migrations", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	format := fs.String("format", generator.FormatGolangMigrate, "golang-migrate (NNNN_x.up.sql and .down.sql), goose (NNNN_x.sql, -- +goose Up/Down), tern (NNNN_x.sql, ---- create above / drop below ----) or dbmate (YYYYMMDDHHMMSS_x.sql, -- migrate:up/down)")
-	dir := fs.String("dir", "migrations", "the directory to write them to")
-	version := fs.Uint64("version", 0, "the first version of migrations new to the directory (default: after the highest version there; for dbmate, the time)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+// formatFlag is -format: one of the migration formats, checked as the
+// flag is parsed.
+type formatFlag string
+
+func (f *formatFlag) String() string { return string(*f) }
+
+func (f *formatFlag) Set(s string) error {
+	for _, known := range generator.MigrationFormats() {
+		if s == known {
+			*f = formatFlag(s)
+			return nil
 		}
-		return 2
 	}
-	files, stale, err := generator.MigrationFiles("", generator.Migrations{Dir: *dir, Format: *format, Version: *version})
-	if err != nil {
-		fmt.Fprintf(stderr, "idemgen: %v\n", err)
-		return 2
-	}
-	written, err := (&generator.Result{Files: files, Stale: stale}).Write("")
-	if err != nil {
-		fmt.Fprintf(stderr, "idemgen: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stderr, "idemgen: wrote %d of %d migration files\n", len(written), len(files))
-	for _, f := range written {
-		fmt.Fprintf(stderr, "\t%s\n", f)
-	}
-	return 0
+	return fmt.Errorf("expected one of %s", strings.Join(generator.MigrationFormats(), ", "))
 }
 
-// runJanitor runs one of the key store's background jobs once, by hand or
-// from cron, for servers that do not run a pgstore.Janitor.
-func runJanitor(cmd string, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("idemgen "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	// Not defaulted from the environment, so that -h cannot print a password.
-	databaseURL := fs.String("database-url", "", "the PostgreSQL database of the key store (default $DATABASE_URL)")
-	dryRun := fs.Bool("dry-run", false, "count what would change and change nothing")
-	var (
-		batch int
-		sweep pgstore.SweepOptions
-		reap  pgstore.ReapOptions
-	)
-	if cmd == "sweep" {
-		fs.IntVar(&batch, "batch", 500, "the most rows one statement changes")
-		fs.DurationVar(&sweep.AbandonedFor, "abandoned-for", time.Hour, "how long after its lease ended an in-flight attempt counts as abandoned")
-		fs.BoolVar(&sweep.Fail, "fail", false, "store the attempt-abandoned problem (500) as the response of abandoned attempts; without it they are only reported")
-	} else {
-		fs.IntVar(&batch, "batch", 1000, "the most rows one statement deletes")
-	}
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage of idemgen %s:\n", cmd)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+// migrationsCommand writes the key store's migrations, for teams that
+// keep the table in a migration directory of their own and generate
+// nothing else.
+func migrationsCommand(fs *flag.FlagSet) func(args []string, stdout, stderr io.Writer) int {
+	format := formatFlag(generator.FormatGolangMigrate)
+	fs.Var(&format, "format", "the migration tool's `format`: golang-migrate (NNNN_x.up.sql and .down.sql), goose (NNNN_x.sql, -- +goose Up/Down), "+
+		"tern (NNNN_x.sql, ---- create above / drop below ----) or dbmate (YYYYMMDDHHMMSS_x.sql, -- migrate:up/down)")
+	dir := fs.String("dir", "migrations", "write the migrations to `dir`")
+	version := fs.Uint64("version", 0, "number the migrations new to the directory from `n` (default: after the highest version there; for dbmate, the time)")
+	quiet := fs.Bool("q", false, "print nothing but errors")
+	return func(args []string, stdout, stderr io.Writer) int {
+		if len(args) > 0 {
+			return usageError(stderr, "migrations", fmt.Sprintf("unexpected arguments %q", args))
 		}
-		return 2
+		files, stale, err := generator.MigrationFiles("", generator.Migrations{Dir: *dir, Format: string(format), Version: *version})
+		if ve := (*generator.VersionError)(nil); errors.As(err, &ve) {
+			return usageError(stderr, "migrations", fmt.Sprintf("invalid value %d for -version: %s", ve.Version, ve.Reason()))
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "idemgen migrations: %v\n", err)
+			return 1
+		}
+		written, err := (&generator.Result{Files: files, Stale: stale}).Write("")
+		if err != nil {
+			fmt.Fprintf(stderr, "idemgen migrations: %v\n", err)
+			return 1
+		}
+		if !*quiet {
+			fmt.Fprintf(stderr, "idemgen: wrote %d of %d migration files\n", len(written), len(files))
+			for _, f := range written {
+				fmt.Fprintf(stderr, "\t%s\n", f)
+			}
+		}
+		return 0
 	}
+}
+
+// janitorCommand runs one of the key store's background jobs once, by
+// hand or from cron, for servers that do not run a pgstore.Janitor.
+func janitorCommand(cmd string) func(fs *flag.FlagSet) func(args []string, stdout, stderr io.Writer) int {
+	return func(fs *flag.FlagSet) func(args []string, stdout, stderr io.Writer) int {
+		// Not defaulted from the environment, so that -h cannot print a password.
+		databaseURL := fs.String("database-url", "", "the key store's PostgreSQL database, as a `URL` (default $DATABASE_URL)")
+		dryRun := fs.Bool("dry-run", false, "count what would change and change nothing")
+		var o janitorOptions
+		if cmd == "sweep" {
+			fs.IntVar(&o.batch, "batch", 500, "the most rows one statement changes")
+			fs.DurationVar(&o.sweep.AbandonedFor, "abandoned-for", time.Hour, "how long after its lease ended an in-flight attempt counts as abandoned")
+			fs.BoolVar(&o.sweep.Fail, "fail", false, "store the attempt-abandoned problem (500) as the response of abandoned attempts; without it they are only reported")
+		} else {
+			fs.IntVar(&o.batch, "batch", 1000, "the most rows one statement deletes")
+		}
+		return func(args []string, stdout, stderr io.Writer) int {
+			o.databaseURL, o.dryRun = *databaseURL, *dryRun
+			return runJanitor(cmd, args, o, stderr)
+		}
+	}
+}
+
+type janitorOptions struct {
+	databaseURL string
+	dryRun      bool
+	batch       int
+	sweep       pgstore.SweepOptions
+}
+
+func runJanitor(cmd string, args []string, o janitorOptions, stderr io.Writer) int {
 	switch {
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "idemgen %s: unexpected arguments %q\n", cmd, fs.Args())
-		return 2
-	case batch <= 0:
-		fmt.Fprintf(stderr, "idemgen %s: -batch must be positive\n", cmd)
-		return 2
-	case sweep.AbandonedFor <= 0 && cmd == "sweep":
-		fmt.Fprintf(stderr, "idemgen %s: -abandoned-for must be positive\n", cmd)
-		return 2
+	case len(args) > 0:
+		return usageError(stderr, cmd, fmt.Sprintf("unexpected arguments %q", args))
+	case o.batch <= 0:
+		return usageError(stderr, cmd, "-batch must be positive")
+	case o.sweep.AbandonedFor <= 0 && cmd == "sweep":
+		return usageError(stderr, cmd, "-abandoned-for must be positive")
 	}
-	if *databaseURL == "" {
-		*databaseURL = os.Getenv("DATABASE_URL")
+	if o.databaseURL == "" {
+		o.databaseURL = os.Getenv("DATABASE_URL")
 	}
-	if *databaseURL == "" {
+	if o.databaseURL == "" {
 		fmt.Fprintf(stderr, "idemgen %s: no database; set DATABASE_URL or pass -database-url\n", cmd)
 		return 2
 	}
@@ -331,7 +560,7 @@ func runJanitor(cmd string, args []string, stderr io.Writer) int {
 	// An interrupt stops the job between two batches.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	pool, err := pgxpool.New(ctx, *databaseURL)
+	pool, err := pgxpool.New(ctx, o.databaseURL)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen %s: %v\n", cmd, err)
 		return 2
@@ -343,13 +572,14 @@ func runJanitor(cmd string, args []string, stderr io.Writer) int {
 	start := time.Now()
 	var summary string
 	if cmd == "sweep" {
-		sweep.BatchSize, sweep.DryRun, sweep.Logger = batch, *dryRun, log
+		sweep := o.sweep
+		sweep.BatchSize, sweep.DryRun, sweep.Logger = o.batch, o.dryRun, log
 		res, err := store.Sweep(ctx, sweep)
 		if err != nil {
 			return databaseError(stderr, cmd, err)
 		}
 		switch {
-		case *dryRun:
+		case o.dryRun:
 			summary = fmt.Sprintf("%s (dry run; nothing changed)", count(res.Abandoned, "abandoned attempt"))
 		case sweep.Fail:
 			summary = fmt.Sprintf("%s marked failed in %s (%s)", count(res.Failed, "abandoned attempt"), count(res.Batches, "batch"), elapsed(start))
@@ -357,12 +587,12 @@ func runJanitor(cmd string, args []string, stderr io.Writer) int {
 			summary = fmt.Sprintf("%s, left for a retry to take over; -fail marks them failed (%s)", count(res.Abandoned, "abandoned attempt"), elapsed(start))
 		}
 	} else {
-		reap.BatchSize, reap.DryRun, reap.Logger = batch, *dryRun, log
+		reap := pgstore.ReapOptions{BatchSize: o.batch, DryRun: o.dryRun, Logger: log}
 		res, err := store.Reap(ctx, reap)
 		if err != nil {
 			return databaseError(stderr, cmd, err)
 		}
-		if *dryRun {
+		if o.dryRun {
 			summary = fmt.Sprintf("%s would be deleted (dry run)", count(res.Deleted, "expired key"))
 		} else {
 			summary = fmt.Sprintf("deleted %s in %s (%s)", count(res.Deleted, "expired key"), count(res.Batches, "batch"), elapsed(start))
