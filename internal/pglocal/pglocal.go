@@ -283,6 +283,18 @@ func isExecutable(path string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
+// RunAs returns the credential to run a PostgreSQL tool as: nil when not
+// running as root, else an existing unprivileged account's, the one a
+// throwaway cluster runs as. Tools that refuse to run as root, such as
+// postgres and pgbouncer, are started with it.
+func RunAs() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	cred, _, _, err := unprivilegedUser()
+	return cred, err
+}
+
 // unprivilegedUser picks an existing non-root account to run PostgreSQL as.
 func unprivilegedUser() (*syscall.Credential, int, int, error) {
 	for _, name := range []string{"nobody", "postgres"} {
