@@ -87,8 +87,10 @@ func bouncedConformance(t *testing.T, mode string, execMode pgx.QueryExecMode, o
 // trip, ended by one Sync, so it stays on one server session) and the
 // simple protocol (arguments inlined as literals).
 func TestPgBouncerTransactionMode(t *testing.T) {
+	t.Parallel() // with the other conformance suites; see TestConformance
 	for _, execMode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
 		t.Run(execMode.String(), func(t *testing.T) {
+			t.Parallel()
 			bouncedConformance(t, pgbouncer.Transaction, execMode, pgstore.Options{TransactionPooling: true})
 		})
 	}
@@ -98,6 +100,7 @@ func TestPgBouncerTransactionMode(t *testing.T) {
 // with pool_mode = session, with the store's and pgx's defaults: a client
 // keeps its server session, so nothing needs to change.
 func TestPgBouncerSessionMode(t *testing.T) {
+	t.Parallel()
 	bouncedConformance(t, pgbouncer.Session, pgx.QueryExecModeCacheStatement, pgstore.Options{})
 }
 

@@ -55,9 +55,17 @@ func newConfiguredPool(t *testing.T, configure func(*pgxpool.Config)) *pgxpool.P
 // modes: the default statement cache, and the exec and simple-protocol
 // modes that teams behind a transaction-pooling PgBouncer use, where the
 // claim sent with BEGIN and the batch with COMMIT must work as well.
+//
+// The suites, each on databases of their own, run in parallel with each
+// other and with those through PgBouncer, once the package's other tests,
+// some of which time leases, have run alone.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
-		t.Run(mode.String(), func(t *testing.T) { conformance(t, mode) })
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			conformance(t, mode)
+		})
 	}
 }
 
