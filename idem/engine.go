@@ -585,7 +585,11 @@ func (e *Engine[T]) abort(ctx, endCtx context.Context, op *Operation, txn Txn[T]
 // overrun rather than an outage: every retry would meet the same.
 func (e *Engine[T]) attemptFailed(ctx context.Context, op *Operation, at *Attempt[T], step string, err error) *Response {
 	if c, ok := e.store.(ErrorClassifier); ok && ctx.Err() == nil && !errors.Is(err, ErrLeaseOverrun) {
-		err = c.ClassifyError(err)
+		// Only to find an overrun among the handler's errors: the store
+		// classified its own already.
+		if classified := c.ClassifyError(err); errors.Is(classified, ErrLeaseOverrun) {
+			err = classified
+		}
 	}
 	if ctx.Err() != nil || !errors.Is(err, ErrLeaseOverrun) {
 		return e.storeFailed(ctx, at.id, step, err)
