@@ -151,18 +151,16 @@ type Attempt[T any] struct {
 	// began holding the key: one that ran for longer than its lease was
 	// ended by the store, not by an outage.
 	started time.Time
-	// derived is set once the attempt derives a key; record, when set,
-	// tells the attempt's Txn then.
-	derived atomic.Bool
-	record  func()
+	// derived is set once the attempt derives a key; recorder, when set,
+	// is told then.
+	derived  atomic.Bool
+	recorder DerivationRecorder
 }
 
 // recordDerivations makes at tell txn when it derives a key, if txn keeps
 // that (see DerivationRecorder).
 func (a *Attempt[T]) recordDerivations(txn any) *Attempt[T] {
-	if r, ok := txn.(DerivationRecorder); ok {
-		a.record = r.RecordDerivation
-	}
+	a.recorder, _ = txn.(DerivationRecorder)
 	return a
 }
 
@@ -184,8 +182,8 @@ func (a *Attempt[T]) RecoveryPoint() string { return a.point }
 // reuse after the TTL), and not computable by the client. For a request
 // sent without a key (its operation's key is optional) it is random.
 func (a *Attempt[T]) DerivedKey(name string) string {
-	if !a.derived.Swap(true) && a.record != nil {
-		a.record()
+	if !a.derived.Swap(true) && a.recorder != nil {
+		a.recorder.RecordDerivation()
 	}
 	key := a.id.Key
 	if key == "" {
@@ -261,22 +259,22 @@ func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte
 		return e.execute(ctx, op, txn, &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, nonce: nonce()}, h)
 	}
 	lc, _ := e.store.(LookupClaimer[T])
-	read := func() (Record, *outcome, error) {
+	read := func() (Record, outcome, error) {
 		if lc == nil {
 			rec, err := e.store.Lookup(ctx, id)
-			return rec, nil, err
+			return rec, outcome{}, err
 		}
 		rec, txn, err := lc.LookupClaim(ctx, id, Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease, Generation: 1})
 		if txn == nil {
-			return rec, nil, err
+			return rec, outcome{}, err
 		}
 		at := &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: 1}
 		return rec, ran(e.execute(ctx, op, txn, at.recordDerivations(txn), h)), nil
 	}
-	return e.decideAndClaim(ctx, op, id, fingerprint, read, func(rec Record, c Claim) (*outcome, error) {
+	return e.decideAndClaim(ctx, op, id, fingerprint, read, func(rec Record, c Claim) (outcome, error) {
 		txn, err := e.store.Claim(ctx, id, c)
 		if err != nil {
-			return nil, err
+			return outcome{}, err
 		}
 		if c.Takeover {
 			e.log.InfoContext(ctx, "idem: took over an abandoned attempt", "operation", id.Operation, "scope", id.Scope, "recovery_point", rec.RecoveryPoint)
@@ -286,14 +284,16 @@ func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte
 	})
 }
 
-// outcome is what an attempt that ran came to: the response to send, or
-// the handler's error.
+// outcome is what an attempt came to once it ran: the response to send,
+// or the handler's error. The zero outcome is of an attempt that did not
+// run.
 type outcome struct {
+	ran  bool
 	resp *Response
 	err  error
 }
 
-func ran(resp *Response, err error) *outcome { return &outcome{resp, err} }
+func ran(resp *Response, err error) outcome { return outcome{true, resp, err} }
 
 // decideAndClaim is the protocol's one loop, for atomic and phased
 // attempts alike: read the key; answer what the read decides (a replay, a
@@ -307,13 +307,13 @@ func ran(resp *Response, err error) *outcome { return &outcome{resp, err} }
 // Either returns the attempt's outcome once it ran, or the error of the
 // store step that failed before it could.
 func (e *Engine[T]) decideAndClaim(ctx context.Context, op *Operation, id ID, fingerprint []byte,
-	read func() (Record, *outcome, error), claim func(rec Record, c Claim) (*outcome, error)) (*Response, error) {
+	read func() (Record, outcome, error), claim func(rec Record, c Claim) (outcome, error)) (*Response, error) {
 	for range maxTries {
 		rec, done, err := read()
 		switch {
 		case err != nil:
 			return e.storeFailed(ctx, id, "lookup", err), nil
-		case done != nil:
+		case done.ran:
 			return done.resp, done.err
 		}
 		c, resp := e.decideRecord(op, rec, fingerprint)

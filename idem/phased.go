@@ -44,14 +44,14 @@ func (e *Engine[T]) ServePhased(ctx context.Context, op *Operation, fingerprint 
 	if id.Key == "" {
 		return e.runKeyless(ctx, op, &Attempt[T]{id: id, secret: secret, nonce: nonce()}, run)
 	}
-	read := func() (Record, *outcome, error) {
+	read := func() (Record, outcome, error) {
 		rec, err := e.store.Lookup(ctx, id)
-		return rec, nil, err
+		return rec, outcome{}, err
 	}
-	return e.decideAndClaim(ctx, op, id, fingerprint, read, func(rec Record, c Claim) (*outcome, error) {
+	return e.decideAndClaim(ctx, op, id, fingerprint, read, func(rec Record, c Claim) (outcome, error) {
 		lease, err := e.store.Lease(ctx, id, c)
 		if err != nil {
-			return nil, err
+			return outcome{}, err
 		}
 		if c.Takeover {
 			e.log.InfoContext(ctx, "idem: took over an abandoned attempt", "operation", id.Operation, "scope", id.Scope, "recovery_point", lease.RecoveryPoint())
