@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -453,7 +454,50 @@ func TestBrokenRefNamesItsLine(t *testing.T) {
 `+components))
 	_, err := generator.Generate(configFor(t, dir, spec, ""))
 	want := spec + `:13:21: $ref "#/components/schemas/Missing" names nothing: #/components/schemas has no "Missing"; expected one of Thing`
-	if err == nil || !strings.HasPrefix(err.Error(), want+"\n") {
-		t.Fatalf("got error\n%v\nwant it to start with\n%s", err, want)
+	if err == nil {
+		t.Fatal("Generate succeeded")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if !strings.HasPrefix(lines[0], spec+": load spec: ") || !slices.Contains(lines[1:], want) {
+		t.Fatalf("got error\n%v\nwant the loader's cause first, then\n%s", err, want)
+	}
+}
+
+// A spec the loader refuses for another cause is refused with that cause
+// first, and references into arrays (a oneOf's item) are not called broken.
+func TestRefIntoArrays(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "openapi.yaml")
+	writeFile(t, spec, []byte(header+`    post:
+      x-idempotent: true
+      requestBody:
+        content:
+          application/json:
+            schema:
+              $ref: "#/components/schemas/Either/oneOf/0"
+      responses:
+        "201":
+          description: ok
+          content:
+            application/json:
+              schema:
+                $ref: "#/components/schemas/Either/oneOf/2"
+`+components+`    Either:
+      required: name
+      oneOf:
+        - $ref: "#/components/schemas/Thing"
+        - type: string
+`))
+	_, err := generator.Generate(configFor(t, dir, spec, ""))
+	if err == nil {
+		t.Fatal("Generate succeeded")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if !strings.HasPrefix(lines[0], spec+": load spec: ") {
+		t.Errorf("the first line is %q; want the loader's cause", lines[0])
+	}
+	want := spec + `:20:23: $ref "#/components/schemas/Either/oneOf/2" names nothing: #/components/schemas/Either/oneOf has 2 items, numbered from 0; expected an index below 2`
+	if got := lines[1:]; !slices.Equal(got, []string{want}) {
+		t.Errorf("reference errors\n%q\nwant only\n%q", got, want)
 	}
 }

@@ -46,7 +46,9 @@ func runOapiCodegen(specPath string, cfg *Config) (out oapiOutput, err error) {
 	if err != nil {
 		if src, rerr := os.ReadFile(specPath); rerr == nil {
 			if broken := brokenRefs(specPath, src); broken != nil {
-				return oapiOutput{}, errors.Join(broken, fmt.Errorf("%s: load spec: %w", specPath, err))
+				// The loader's cause first: a broken reference may be
+				// what it failed on, or may only stand beside it.
+				return oapiOutput{}, errors.Join(fmt.Errorf("%s: load spec: %w", specPath, err), broken)
 			}
 		}
 		return oapiOutput{}, fmt.Errorf("%s: load spec: %w", specPath, err)

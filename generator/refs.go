@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/idemgen/idemgen/generator/annotation"
@@ -71,7 +72,7 @@ func refProblem(file string, root *yaml.Node, ref string) string {
 			break
 		}
 		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
-		next := get(n, tok)
+		next := child(n, tok)
 		if next == nil {
 			var keys []string
 			if n.Kind == yaml.MappingNode {
@@ -83,6 +84,9 @@ func refProblem(file string, root *yaml.Node, ref string) string {
 			if len(keys) > 20 {
 				keys = append(keys[:20], "...")
 			}
+			if n.Kind == yaml.SequenceNode {
+				return fmt.Sprintf("names nothing: %s has %d items, numbered from 0; expected an index below %d", at, len(n.Content), len(n.Content))
+			}
 			if len(keys) == 0 {
 				return fmt.Sprintf("names nothing: %s has no %q", at, tok)
 			}
@@ -91,4 +95,17 @@ func refProblem(file string, root *yaml.Node, ref string) string {
 		n, at = next, at+"/"+tok
 	}
 	return ""
+}
+
+// child is what a JSON Pointer token names in n: a mapping's member, or a
+// sequence's item by its decimal index.
+func child(n *yaml.Node, tok string) *yaml.Node {
+	if n != nil && n.Kind == yaml.SequenceNode {
+		i, err := strconv.Atoi(tok)
+		if err != nil || i < 0 || i >= len(n.Content) || tok != strconv.Itoa(i) {
+			return nil
+		}
+		return n.Content[i]
+	}
+	return get(n, tok)
 }
