@@ -99,6 +99,11 @@ type Options struct {
 	// MaxRetryAfter caps the Retry-After of a 409 on a phased attempt,
 	// which is otherwise the time left on its lease; zero means 30s.
 	MaxRetryAfter time.Duration
+	// Problems renders the answers the layer gives itself (400, 409, 413,
+	// 415, 422, 500, 503) in the API's own error shape, such as an
+	// *ErrorShape; nil is RFC 9457 problem+json. The generated handler
+	// sets it from the config's errors section when this is nil.
+	Problems ProblemShape
 	// Secret keys the derived keys of attempts (Attempt.DerivedKey). Nil
 	// uses the store's own secret, which its migrations create; set it to
 	// share derived keys across stores.
@@ -112,6 +117,7 @@ type Engine[T any] struct {
 	log           *slog.Logger
 	retryAfter    time.Duration
 	maxRetryAfter time.Duration
+	problems      ProblemShape
 
 	secret atomic.Pointer[[]byte] // read from the store at the first claim
 
@@ -121,7 +127,7 @@ type Engine[T any] struct {
 
 // NewEngine returns an engine on store.
 func NewEngine[T any](store Store[T], opts Options) *Engine[T] {
-	e := &Engine[T]{store: store, scope: opts.Scope, log: opts.Logger, retryAfter: opts.RetryAfter, maxRetryAfter: opts.MaxRetryAfter}
+	e := &Engine[T]{store: store, scope: opts.Scope, log: opts.Logger, retryAfter: opts.RetryAfter, maxRetryAfter: opts.MaxRetryAfter, problems: opts.Problems}
 	if opts.Secret != nil {
 		e.secret.Store(&opts.Secret)
 	}
@@ -351,12 +357,12 @@ func (e *Engine[T]) identify(ctx context.Context, op *Operation) (ID, *Response,
 	case errors.Is(err, ErrNoKey) && op.KeyOptional:
 		return ID{Operation: op.Name}, nil, nil
 	case errors.Is(err, ErrNoKey):
-		return ID{}, missingKey(op), nil
+		return ID{}, e.missingKey(op), nil
 	case err == nil:
 		err = op.checkKey(key)
 	}
 	if err != nil {
-		return ID{}, invalidKey(op, err), nil
+		return ID{}, e.invalidKey(op, err), nil
 	}
 	scope, resp := e.requestScope(ctx, r, op)
 	if resp != nil {
@@ -382,10 +388,10 @@ func (e *Engine[T]) requestScope(ctx context.Context, r *http.Request, op *Opera
 	if e.scope != nil {
 		s, err := e.scope(ctx, r)
 		if err != nil {
-			return "", scopeProblem(err)
+			return "", e.scopeProblem(err)
 		}
 		if why := scopeInvalid(s); why != "" {
-			return "", invalidScope(fmt.Sprintf("The request's scope %s.", why))
+			return "", e.invalidScope(fmt.Sprintf("The request's scope %s.", why))
 		}
 		scope = s
 	}
@@ -395,23 +401,23 @@ func (e *Engine[T]) requestScope(ctx context.Context, r *http.Request, op *Opera
 	values := r.Header.Values(op.ScopeHeader)
 	switch {
 	case len(values) == 0 || values[0] == "":
-		return "", invalidScope(fmt.Sprintf("Operation %s scopes its Idempotency-Keys by the %s header, which the request does not have. Send the %s header that identifies your account or tenant.", op.Name, op.ScopeHeader, op.ScopeHeader))
+		return "", e.invalidScope(fmt.Sprintf("Operation %s scopes its Idempotency-Keys by the %s header, which the request does not have. Send the %s header that identifies your account or tenant.", op.Name, op.ScopeHeader, op.ScopeHeader))
 	case len(values) > 1:
-		return "", invalidScope(fmt.Sprintf("The %s header, which scopes Idempotency-Keys, appears %d times. Send it exactly once.", op.ScopeHeader, len(values)))
+		return "", e.invalidScope(fmt.Sprintf("The %s header, which scopes Idempotency-Keys, appears %d times. Send it exactly once.", op.ScopeHeader, len(values)))
 	case strings.Contains(values[0], ","):
 		// A proxy joins repeated header lines with commas: treated as the
 		// repeated lines they may have been.
-		return "", invalidScope(fmt.Sprintf("The %s header, which scopes Idempotency-Keys, holds more than one value joined by a comma, as a proxy joins repeated header lines. Send it exactly once, with one value.", op.ScopeHeader))
+		return "", e.invalidScope(fmt.Sprintf("The %s header, which scopes Idempotency-Keys, holds more than one value joined by a comma, as a proxy joins repeated header lines. Send it exactly once, with one value.", op.ScopeHeader))
 	}
 	if why := scopeInvalid(values[0]); why != "" {
-		return "", invalidScope(fmt.Sprintf("The %s header, which scopes Idempotency-Keys, %s.", op.ScopeHeader, why))
+		return "", e.invalidScope(fmt.Sprintf("The %s header, which scopes Idempotency-Keys, %s.", op.ScopeHeader, why))
 	}
 	if e.scope == nil {
 		return values[0], nil
 	}
 	joined := scope + ScopeSeparator + values[0]
 	if len(joined) > MaxScopeLen {
-		return "", invalidScope(fmt.Sprintf("The request's scope, with the %s header, is %d bytes long; the limit is %d.", op.ScopeHeader, len(joined), MaxScopeLen))
+		return "", e.invalidScope(fmt.Sprintf("The request's scope, with the %s header, is %d bytes long; the limit is %d.", op.ScopeHeader, len(joined), MaxScopeLen))
 	}
 	return joined, nil
 }
@@ -442,7 +448,7 @@ func (e *Engine[T]) decideRecord(op *Operation, rec Record, fingerprint []byte) 
 		// done part of its work, which only the same request may resume.
 		switch {
 		case !sameRequest:
-			return c, keyReused()
+			return c, e.keyReused()
 		case rec.Held || rec.LeaseLeft > 0:
 			return c, e.keyInUse(e.leaseRetryAfter(rec.LeaseLeft))
 		}
@@ -450,7 +456,7 @@ func (e *Engine[T]) decideRecord(op *Operation, rec Record, fingerprint []byte) 
 		return c, nil
 	case rec.Found && !rec.Expired:
 		if !sameRequest {
-			return c, keyReused()
+			return c, e.keyReused()
 		}
 		replay := *rec.Response
 		replay.Replayed = true
@@ -601,24 +607,24 @@ func (e *Engine[T]) attemptFailed(ctx context.Context, op *Operation, at *Attemp
 	if at.point != "" {
 		detail = fmt.Sprintf("A step of the request took %s, longer than operation %s's lease of %s, so the database ended its transaction; the steps up to %q are kept. Retrying resumes there and fails the same way until the step fits the lease; the API's operators have been told.", took, op.Name, op.Lease, at.point)
 	}
-	return (&Problem{
+	return e.render(&Problem{
 		Type:   TypeLeaseOverrun,
 		Title:  "Lease overrun",
 		Status: http.StatusInternalServerError,
 		Detail: detail,
-	}).Response()
+	})
 }
 
 // clientGone answers, for the logs alone, a request whose client went
 // away: its attempt rolled back, and nothing failed.
 func (e *Engine[T]) clientGone(ctx context.Context, id ID, step string, err error) *Response {
 	e.log.InfoContext(ctx, "idem: the client canceled the request; its attempt was rolled back", "step", step, "operation", id.Operation, "error", err)
-	return (&Problem{
+	return e.render(&Problem{
 		Type:   TypeClientClosed,
 		Title:  "Client closed request",
 		Status: StatusClientClosed,
 		Detail: "The client closed the request before it was answered, so the request was rolled back and nothing was stored. A retry with the same Idempotency-Key runs it again.",
-	}).Response()
+	})
 }
 
 // StatusClientClosed is the status logged for a request whose client
@@ -652,48 +658,51 @@ func (e *Engine[T]) storeFailed(ctx context.Context, id ID, step string, err err
 		return e.unavailable(step, err)
 	case errors.Is(err, ErrStoreRejectedInput):
 		e.log.WarnContext(ctx, "idem: key store rejected the request", "step", step, "operation", id.Operation, "error", err)
-		return (&Problem{
+		return e.render(&Problem{
 			Type:   TypeInvalidRequest,
 			Title:  "Invalid request",
 			Status: http.StatusBadRequest,
 			Detail: "The idempotency key store cannot hold this request's Idempotency-Key or scope. Send a shorter key with plain characters; the request was not run.",
-		}).Response()
+		})
 	case errors.Is(err, ErrStoreMisconfigured):
 		e.logMisconfigured(ctx, step, id, err)
-		return (&Problem{
+		return e.render(&Problem{
 			Type:   TypeStoreMisconfigured,
 			Title:  "Key store misconfigured",
 			Status: http.StatusInternalServerError,
 			Detail: "The server's idempotency key store is misconfigured, so the request was not run. This is not a problem with the request: its operators have been told. Retrying with the same Idempotency-Key is safe.",
-		}).Response()
+		})
 	case errors.Is(err, ErrTransactionConflict):
 		e.log.WarnContext(ctx, "idem: the attempt's transaction conflicted with a concurrent one and was rolled back", "step", step, "operation", id.Operation, "error", err)
-		return (&Problem{
+		return e.render(&Problem{
 			Type:       TypeTransactionConflict,
 			Title:      "Transaction conflict",
 			Status:     http.StatusInternalServerError,
 			Detail:     "The request's database transaction conflicted with a concurrent one (a serialization failure or a deadlock), so it was rolled back and nothing was stored. Retry after the Retry-After delay with the same Idempotency-Key: it runs again.",
 			RetryAfter: e.retryAfter,
-		}).Response()
+		})
 	case step == "complete" || step == "advance":
 		// The attempt's own writes failed when committed, such as a
 		// deferred constraint: the handler's doing, not the store's.
 		e.log.ErrorContext(ctx, "idem: the attempt's transaction failed at commit and was rolled back", "step", step, "operation", id.Operation, "error", err)
-		return (&Problem{
+		return e.render(&Problem{
 			Type:   TypeCommitFailed,
 			Title:  "Commit failed",
 			Status: http.StatusInternalServerError,
 			Detail: "The request's database transaction failed when it was committed (for example a deferred constraint), so its writes were rolled back and nothing was stored. A retry with the same Idempotency-Key runs it again; the API's operators have been told.",
-		}).Response()
+		})
 	}
 	e.log.ErrorContext(ctx, "idem: key store failed", "step", step, "operation", id.Operation, "error", err)
-	return (&Problem{
+	return e.render(&Problem{
 		Type:   TypeInternal,
 		Title:  "Internal error",
 		Status: http.StatusInternalServerError,
 		Detail: "The idempotency key store failed, so the request was not run and nothing was stored. A retry with the same Idempotency-Key is safe; the API's operators have been told.",
-	}).Response()
+	})
 }
+
+// render renders p in the API's error shape.
+func (e *Engine[T]) render(p *Problem) *Response { return Render(e.problems, p) }
 
 // logMisconfigured logs each distinct misconfiguration once: every request
 // meets it until it is fixed, and one line with the cause says all.
@@ -731,45 +740,55 @@ func (e *Engine[T]) unavailable(step string, err error) *Response {
 	case step == "complete" || step == "advance":
 		detail = "The idempotency key store failed before the request's result was committed, so its writes were rolled back and nothing was stored. Retry after the Retry-After delay with the same Idempotency-Key."
 	}
-	return (&Problem{
+	return e.render(&Problem{
 		Type:       typ,
 		Title:      title,
 		Status:     http.StatusServiceUnavailable,
 		Detail:     detail,
 		RetryAfter: e.retryAfter,
-	}).Response()
+	})
 }
 
 func (e *Engine[T]) keyInUse(retryAfter time.Duration) *Response {
-	return (&Problem{
+	return e.render(&Problem{
 		Type:       TypeKeyInUse,
 		Title:      "Idempotency-Key in use",
 		Status:     http.StatusConflict,
 		Detail:     "Another request with this Idempotency-Key is still being processed. Retry after the Retry-After delay with the same key to get its result.",
 		RetryAfter: retryAfter,
-	}).Response()
+	})
 }
 
-func missingKey(op *Operation) *Response {
-	return (&Problem{
+func (e *Engine[T]) missingKey(op *Operation) *Response {
+	return e.render(missingKeyProblem(op.Name))
+}
+
+func missingKeyProblem(operation string) *Problem {
+	return &Problem{
 		Type:   TypeMissingKey,
 		Title:  "Idempotency-Key required",
 		Status: http.StatusBadRequest,
-		Detail: fmt.Sprintf("Operation %s requires an Idempotency-Key header. Send a new unique key (for example a UUID) with each new request, and the same key when you retry it.", op.Name),
-	}).Response()
+		Detail: fmt.Sprintf("Operation %s requires an Idempotency-Key header. Send a new unique key (for example a UUID) with each new request, and the same key when you retry it.", operation),
+	}
 }
 
-func invalidKey(op *Operation, err error) *Response {
+func (e *Engine[T]) invalidKey(op *Operation, err error) *Response {
+	return e.render(invalidKeyProblem(err, op.keyRule()))
+}
+
+// invalidKeyProblem answers a key that err refuses; rule says what keys
+// the operation accepts.
+func invalidKeyProblem(err error, rule string) *Problem {
 	detail := err.Error()
 	if ke := (*KeyError)(nil); errors.As(err, &ke) {
 		detail = "The Idempotency-Key header is invalid: " + ke.Reason + "."
 	}
-	return (&Problem{
+	return &Problem{
 		Type:   TypeInvalidKey,
 		Title:  "Invalid Idempotency-Key",
 		Status: http.StatusBadRequest,
-		Detail: detail + " Send " + op.keyRule() + ", optionally as a quoted string.",
-	}).Response()
+		Detail: detail + " Send " + rule + ", optionally as a quoted string.",
+	}
 }
 
 // checkKey applies the operation's own limits to a key ParseKey accepted.
@@ -798,27 +817,27 @@ func (op *Operation) keyRule() string {
 	return rule
 }
 
-func keyReused() *Response {
-	return (&Problem{
+func (e *Engine[T]) keyReused() *Response {
+	return e.render(&Problem{
 		Type:   TypeKeyReused,
 		Title:  "Idempotency-Key reused",
 		Status: http.StatusUnprocessableEntity,
 		Detail: "This Idempotency-Key was already used with a different request. Reuse a key only to retry the identical request; send a new key for a new request.",
-	}).Response()
+	})
 }
 
-func scopeProblem(err error) *Response {
+func (e *Engine[T]) scopeProblem(err error) *Response {
 	if p := (*Problem)(nil); errors.As(err, &p) {
-		return p.Response()
+		return e.render(p)
 	}
-	return invalidScope("The request's scope could not be determined: " + err.Error() + ". Send the credentials or headers that identify your account.")
+	return e.invalidScope("The request's scope could not be determined: " + err.Error() + ". Send the credentials or headers that identify your account.")
 }
 
-func invalidScope(detail string) *Response {
-	return (&Problem{
+func (e *Engine[T]) invalidScope(detail string) *Response {
+	return e.render(&Problem{
 		Type:   TypeInvalidScope,
 		Title:  "Invalid request scope",
 		Status: http.StatusBadRequest,
 		Detail: detail + " The request was not run.",
-	}).Response()
+	})
 }

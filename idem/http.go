@@ -91,13 +91,17 @@ func LimitBody(limit int64) func(http.Handler) http.Handler {
 // body is too large or cannot be read it answers w with a problem and
 // returns false: the request must go no further.
 func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
-	body, ok := bound(w, r, limit)
+	return readWhole(w, r, limit, nil)
+}
+
+func readWhole(w http.ResponseWriter, r *http.Request, limit int64, shape ProblemShape) bool {
+	body, ok := bound(w, r, limit, shape)
 	if body == nil {
 		return ok
 	}
 	data, err := readBody(body, r.ContentLength)
 	if err != nil {
-		WriteProblem(w, bodyProblem(err))
+		writeProblem(w, shape, bodyProblem(err))
 		return false
 	}
 	r.Body = &bufferedBody{Reader: bytes.NewReader(data), data: data}
@@ -113,7 +117,11 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
 // With no limit (negative), the body is still watched for what follows
 // its value.
 func BoundBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
-	body, ok := bound(w, r, limit)
+	return boundStream(w, r, limit, nil)
+}
+
+func boundStream(w http.ResponseWriter, r *http.Request, limit int64, shape ProblemShape) bool {
+	body, ok := bound(w, r, limit, shape)
 	if !ok {
 		return false
 	}
@@ -133,6 +141,10 @@ func BoundBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
 // the operation takes none, and its handler never reads it. A request of
 // declared length 0 has no body.
 func CheckContentType(w http.ResponseWriter, r *http.Request, accept ...string) bool {
+	return checkContentType(w, r, nil, accept)
+}
+
+func checkContentType(w http.ResponseWriter, r *http.Request, shape ProblemShape, accept []string) bool {
 	if len(accept) == 0 || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return true
 	}
@@ -142,8 +154,75 @@ func CheckContentType(w http.ResponseWriter, r *http.Request, accept ...string) 
 			return true
 		}
 	}
-	WriteProblem(w, unsupportedMediaType(ct, accept))
+	writeProblem(w, shape, unsupportedMediaType(ct, accept))
 	return false
+}
+
+// Gate is what the generated handler checks on an annotated operation's
+// route before anything reads the request, the parameters' binder
+// included: a declared, required Idempotency-Key, the body's media type
+// and its size. Each refusal is answered in the API's error shape.
+type Gate struct {
+	// Operation names the operation in the answers.
+	Operation string
+	// KeyRequired is set when the operation declares a required
+	// Idempotency-Key header parameter itself: the binder would refuse a
+	// request without one with a generic error before the protocol sees
+	// it, so the gate answers the protocol's missing-key problem first.
+	KeyRequired bool
+	// Accept are the media types of the operation's request bodies, and
+	// JSON those of them that are JSON, decoded as they arrive; none when
+	// it takes no body. Any other body is read whole first, for its
+	// fingerprint.
+	Accept, JSON []string
+	// Limit bounds the body, in bytes: 0 is DefaultMaxBodyBytes, negative
+	// no limit.
+	Limit int64
+	// Problems renders the refusals; nil is problem+json.
+	Problems ProblemShape
+}
+
+// Pass lets r through, its body bounded, or answers w with a problem and
+// returns false: the request must go no further.
+func (g *Gate) Pass(w http.ResponseWriter, r *http.Request) bool {
+	if g.KeyRequired {
+		switch _, err := ParseKey(r.Header.Values(HeaderKey)); {
+		case errors.Is(err, ErrNoKey):
+			writeProblem(w, g.Problems, missingKeyProblem(g.Operation))
+			return false
+		case len(r.Header.Values(HeaderKey)) > 1:
+			// The binder takes exactly one value, and would say so
+			// generically.
+			writeProblem(w, g.Problems, invalidKeyProblem(err, "a single key"))
+			return false
+		}
+	}
+	if !checkContentType(w, r, g.Problems, g.Accept) {
+		return false
+	}
+	if g.streams(r) {
+		return boundStream(w, r, g.Limit, g.Problems)
+	}
+	return readWhole(w, r, g.Limit, g.Problems)
+}
+
+// streams reports whether r's body is JSON, which the strict handler
+// decodes as it arrives.
+func (g *Gate) streams(r *http.Request) bool {
+	if len(g.JSON) == len(g.Accept) {
+		return true
+	}
+	ct := r.Header.Get("Content-Type")
+	for _, t := range g.JSON {
+		if strings.HasPrefix(ct, t) {
+			return true
+		}
+	}
+	return false
+}
+
+func writeProblem(w http.ResponseWriter, shape ProblemShape, p *Problem) {
+	_ = Render(shape, p).Write(w)
 }
 
 func unsupportedMediaType(ct string, accept []string) *Problem {
@@ -172,7 +251,7 @@ func trailingData() *Problem {
 // bound returns r's body bounded to limit bytes, or nil when it has none
 // or is not to be bounded. A declared length over the limit is answered
 // with 413, and bound returns false.
-func bound(w http.ResponseWriter, r *http.Request, limit int64) (io.ReadCloser, bool) {
+func bound(w http.ResponseWriter, r *http.Request, limit int64, shape ProblemShape) (io.ReadCloser, bool) {
 	if limit == 0 {
 		limit = DefaultMaxBodyBytes
 	}
@@ -180,7 +259,7 @@ func bound(w http.ResponseWriter, r *http.Request, limit int64) (io.ReadCloser, 
 		return nil, true
 	}
 	if r.ContentLength > limit {
-		WriteProblem(w, bodyTooLarge(limit))
+		writeProblem(w, shape, bodyTooLarge(limit))
 		return nil, false
 	}
 	return http.MaxBytesReader(w, r.Body, limit), true
@@ -396,20 +475,23 @@ func bodyProblem(err error) *Problem {
 }
 
 // ErrorHandlers answer the errors of the generated server with problem
-// details, so that every answer of an annotated API is problem+json.
+// details, in the API's error shape, so that every answer of an
+// annotated API has one form.
 type ErrorHandlers struct {
 	// Logger receives handler errors; nil uses slog.Default().
 	Logger *slog.Logger
+	// Problems renders the answers; nil is problem+json.
+	Problems ProblemShape
 }
 
 // RequestError answers a request that failed to decode with a 400, or a
 // 413 when its body is over the limit of LimitBody.
 func (h ErrorHandlers) RequestError(w http.ResponseWriter, r *http.Request, err error) {
 	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
-		WriteProblem(w, bodyTooLarge(tooLarge.Limit))
+		writeProblem(w, h.Problems, bodyTooLarge(tooLarge.Limit))
 		return
 	}
-	WriteProblem(w, &Problem{
+	writeProblem(w, h.Problems, &Problem{
 		Type:   TypeInvalidRequest,
 		Title:  "Invalid request",
 		Status: http.StatusBadRequest,
@@ -424,7 +506,7 @@ func (h ErrorHandlers) RequestError(w http.ResponseWriter, r *http.Request, err 
 // body, is sent as it is.
 func (h ErrorHandlers) ResponseError(w http.ResponseWriter, r *http.Request, err error) {
 	if p := (*Problem)(nil); errors.As(err, &p) {
-		WriteProblem(w, p)
+		writeProblem(w, h.Problems, p)
 		return
 	}
 	log := h.Logger
@@ -443,7 +525,7 @@ func (h ErrorHandlers) ResponseError(w http.ResponseWriter, r *http.Request, err
 		}
 	}
 	log.ErrorContext(r.Context(), "idem: handler failed", attrs...)
-	WriteProblem(w, &Problem{
+	writeProblem(w, h.Problems, &Problem{
 		Type:   TypeInternal,
 		Title:  "Internal error",
 		Status: http.StatusInternalServerError,

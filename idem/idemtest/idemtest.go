@@ -90,6 +90,11 @@ type Hooks struct {
 	// Request.OutsideAttempt lists it. A nil *Tables and nil error mean
 	// there is no database to read, as on the in-memory store.
 	Tables func(ctx context.Context) (*Tables, error)
+	// Problems is the error shape the handler answers in (the handler
+	// options' Problems); nil is problem+json. The checks read the
+	// problem's type back through it when it has a ProblemType method, as
+	// *idem.ErrorShape has.
+	Problems idem.ProblemShape
 }
 
 // TB is what Check needs of a test: a testing.TB whose Run runs a subtest
@@ -120,7 +125,7 @@ func Check[T TB[T]](t T, h http.Handler, req Request, hooks Hooks) {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	c := &client{url: srv.URL, req: req, http: &http.Client{Timeout: time.Minute}}
+	c := &client{url: srv.URL, req: req, http: &http.Client{Timeout: time.Minute}, problems: hooks.Problems}
 	runs := hooks.Runs
 	if runs == nil {
 		t.Log("idemtest: no Hooks.Runs: the checks cannot count the operation's runs")
@@ -200,13 +205,16 @@ type client struct {
 	url  string
 	req  Request
 	http *http.Client
+	// problems is the handler's error shape.
+	problems idem.ProblemShape
 }
 
 // exchange is an answer as the checks compare it.
 type exchange struct {
-	status int
-	header http.Header
-	body   []byte
+	status   int
+	header   http.Header
+	body     []byte
+	problems idem.ProblemShape
 }
 
 func (e exchange) String() string {
@@ -219,6 +227,11 @@ func (e exchange) ok() bool { return e.status >= 200 && e.status < 300 }
 
 // problem reports the answer's problem type, "" when it is not a problem.
 func (e exchange) problem() string {
+	if typer, ok := e.problems.(interface {
+		ProblemType(h http.Header, body []byte) string
+	}); ok {
+		return typer.ProblemType(e.header, e.body)
+	}
 	var p idem.Problem
 	if e.header.Get("Content-Type") != "application/problem+json" || json.Unmarshal(e.body, &p) != nil {
 		return ""
@@ -247,7 +260,7 @@ func (c *client) send(ctx context.Context, key string, body []byte) (exchange, e
 	if err != nil {
 		return exchange{}, fmt.Errorf("idemtest: %s %s: reading the answer: %w", c.req.Method, c.req.Path, err)
 	}
-	return exchange{status: resp.StatusCode, header: resp.Header, body: b}, nil
+	return exchange{status: resp.StatusCode, header: resp.Header, body: b, problems: c.problems}, nil
 }
 
 // ranSince reports an error when the operation did not run want times

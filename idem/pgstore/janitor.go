@@ -36,6 +36,10 @@ type SweepOptions struct {
 	// retry gets that answer instead of resuming. Without it they are left
 	// for a retry to take over, and only reported.
 	Fail bool
+	// Problems renders the stored problem in the API's error shape, as
+	// idem.Options.Problems does the layer's other answers; nil is
+	// problem+json.
+	Problems idem.ProblemShape
 	// BatchSize bounds the rows one statement changes; zero means 500.
 	BatchSize int
 	// DryRun counts what would change and changes nothing.
@@ -155,7 +159,7 @@ func abandonedProblem() *idem.Problem {
 
 func (s *Store) failAbandoned(ctx context.Context, opts SweepOptions) (SweepResult, error) {
 	start := time.Now()
-	resp := abandonedProblem().Response()
+	resp := idem.Render(opts.Problems, abandonedProblem())
 	headers, err := json.Marshal(resp.Header)
 	if err != nil {
 		return SweepResult{}, fmt.Errorf("pgstore: sweep: encode response headers: %w", err)
