@@ -271,6 +271,12 @@ const configHelp = `idemgen.yaml (paths are relative to this file):
   oapi-codegen:
     output-options:           # passed to oapi-codegen, e.g.
       skip-prune: true
+  errors:                     # optional: the layer's answers in the API's own error schema, not problem+json
+    schema: "#/components/schemas/Error"   # the spec's error schema; the augmented spec declares the answers with it
+    envelope: error           # optional: the member holding the error object, as in {"error": {...}}
+    members: {code: code, detail: message}  # which member carries type (URI), code, title, detail, status, retry
+    fixed: {type: idempotency_error}        # optional: members with the same value in every answer
+    retry-header: Stripe-Should-Retry       # optional: "true" or "false", whether a retry with the same key is right
 
 Add idemgen to the module as a tool, so that every developer and CI run the
 same version, and the generate line to a Go file in the output package, such
@@ -523,6 +529,7 @@ func janitorCommand(cmd string) func(fs *flag.FlagSet) func(args []string, stdou
 			fs.IntVar(&o.batch, "batch", 500, "the most rows one statement changes")
 			fs.DurationVar(&o.sweep.AbandonedFor, "abandoned-for", time.Hour, "how long after its lease ended an in-flight attempt counts as abandoned")
 			fs.BoolVar(&o.sweep.Fail, "fail", false, "store the attempt-abandoned problem (500) as the response of abandoned attempts; without it they are only reported")
+			fs.StringVar(&o.config, "config", "", "with -fail, store the problem in the error shape of the errors section of this idemgen.yaml `file` (default: problem+json)")
 		} else {
 			fs.IntVar(&o.batch, "batch", 1000, "the most rows one statement deletes")
 		}
@@ -534,6 +541,7 @@ func janitorCommand(cmd string) func(fs *flag.FlagSet) func(args []string, stdou
 }
 
 type janitorOptions struct {
+	config      string // idemgen.yaml, for the errors section
 	databaseURL string
 	dryRun      bool
 	batch       int
@@ -548,6 +556,16 @@ func runJanitor(cmd string, args []string, o janitorOptions, stderr io.Writer) i
 		return usageError(stderr, cmd, "-batch must be positive")
 	case o.sweep.AbandonedFor <= 0 && cmd == "sweep":
 		return usageError(stderr, cmd, "-abandoned-for must be positive")
+	}
+	if o.config != "" {
+		cfg, err := generator.LoadConfig(o.config)
+		if err != nil {
+			fmt.Fprintf(stderr, "idemgen %s: %v\n", cmd, err)
+			return 2
+		}
+		if cfg.Errors != nil {
+			o.sweep.Problems = cfg.Errors.Shape()
+		}
 	}
 	if o.databaseURL == "" {
 		o.databaseURL = os.Getenv("DATABASE_URL")

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -33,7 +35,7 @@ func TestHelp(t *testing.T) {
 		want []string
 	}{
 		{[]string{"help"}, []string{"Usage:", "\tgenerate ", "\tcheck ", "\tmigrations ", "\tsweep ", "\treap ", "\tversion ", "idemgen help annotations", "idemgen help config"}},
-		{[]string{"help", "sweep"}, []string{"usage: idemgen sweep [-abandoned-for duration] [-batch int] [-database-url URL] [-dry-run] [-fail]"}},
+		{[]string{"help", "sweep"}, []string{"usage: idemgen sweep [-abandoned-for duration] [-batch int] [-config file] [-database-url URL] [-dry-run] [-fail]"}},
 		{[]string{"migrations", "-h"}, []string{"usage: idemgen migrations [-dir dir] [-format format] [-q] [-version n]", "in the\nwidth of the migrations there"}},
 		{[]string{"help", "annotations"}, []string{"x-idempotent: true", "fingerprint:", "exclude: [/metadata/trace_id, X-Trace-Id]",
 			"scope: {header: X-Account-Id}", "scope: {function: true}", "{header: NAME, function: true}", "none ", "gets a warning"}},
@@ -526,4 +528,44 @@ func TestJanitorCommandErrors(t *testing.T) {
 			}
 		}
 	})
+}
+
+// With -config, sweep -fail stores the attempt-abandoned problem in the
+// error shape of the config's errors section, as the API answers
+// everything else, and says a retry is not right.
+func TestSweepInErrorShape(t *testing.T) {
+	url, pool := keyStore(t)
+	insertKeys(t, pool, "abandoned", 1, `'in_flight', now() - interval '2 hours', NULL, now() + interval '1 day'`)
+	config := filepath.Join(t.TempDir(), "idemgen.yaml")
+	if err := os.WriteFile(config, []byte(`spec: openapi.yaml
+output: {dir: gen}
+errors:
+  schema: "#/components/schemas/Error"
+  envelope: error
+  members: {code: code, detail: message}
+  retry-header: Stripe-Should-Retry
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := idemgen(t, "sweep", "-database-url", url, "-fail", "-config", config); code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	var body, headers []byte
+	if err := pool.QueryRow(context.Background(), `SELECT response_body, response_headers FROM idempotency_keys`).Scan(&body, &headers); err != nil {
+		t.Fatal(err)
+	}
+	var stored struct {
+		Error struct{ Code, Message string }
+	}
+	if err := json.Unmarshal(body, &stored); err != nil || stored.Error.Code != "attempt-abandoned" || stored.Error.Message == "" {
+		t.Errorf("stored body %s (%v); want the attempt-abandoned problem in the error envelope", body, err)
+	}
+	var h http.Header
+	if err := json.Unmarshal(headers, &h); err != nil || h.Get("Content-Type") != "application/json" || h.Get("Stripe-Should-Retry") != "false" {
+		t.Errorf("stored headers %s (%v)", headers, err)
+	}
+
+	if code, _, stderr := idemgen(t, "sweep", "-database-url", url, "-config", filepath.Join(t.TempDir(), "missing.yaml")); code != 2 || !strings.Contains(stderr, "read config") {
+		t.Errorf("a config that cannot be read: exit %d\n%s", code, stderr)
+	}
 }
