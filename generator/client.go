@@ -1,10 +1,22 @@
 package generator
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
+	"go/ast"
+	"go/format"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/idemgen/idemgen/generator/annotation"
+	"github.com/idemgen/idemgen/idem"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
+	"gopkg.in/yaml.v3"
 )
 
 // clientCode is oapi-codegen's client and models for a spec: what a
@@ -25,4 +37,257 @@ func clientCode(spec []byte, pkg string) ([]byte, error) {
 		return nil, fmt.Errorf("oapi-codegen client: %w", err)
 	}
 	return []byte(code), nil
+}
+
+// clientFile is the name of IdempotentClient's file in the output
+// directory.
+const clientFile = "idempotency_client.gen.go"
+
+// finishGoFiles completes and checks the Go files of the output so far:
+// it refuses a client that cannot make keys within the limits an
+// operation declares for them (clientKeyErrors), gives the client's file
+// the imports it uses (clientImports), and refuses Go code that would not
+// compile for a reason parsing finds (checkCompile). It returns files with
+// the client's file completed. spec is the text of the spec at specPath.
+func finishGoFiles(specPath string, spec []byte, m *model, files []File) ([]File, error) {
+	if m.Client && m.Idempotent {
+		if err := clientKeyErrors(specPath, spec, m); err != nil {
+			return nil, err
+		}
+	}
+	pkgs, err := parseGoFiles(files)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", specPath, err)
+	}
+	files = slices.Clone(files)
+	for _, p := range pkgs {
+		for i, f := range p.files {
+			if filepath.Base(f.path) != clientFile {
+				continue
+			}
+			src, err := clientImports(p, f)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", specPath, err)
+			}
+			parsed, err := parser.ParseFile(p.fset, f.path, src, 0)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s with its imports does not parse%s: %w", specPath, f.path, generatorBug, err)
+			}
+			p.files[i] = &goFile{path: f.path, src: src, ast: parsed}
+			files[slices.IndexFunc(files, func(g File) bool { return g.Path == f.path })].Content = src
+		}
+	}
+	if err := checkCompile(specPath, pkgs); err != nil {
+		return nil, err
+	}
+	return files, nil
+}
+
+// clientImports returns the source of f, the client's file, importing the
+// packages it uses: those of client.go.tmpl's own imports that it uses,
+// and the packages of the types of its methods' parameters, whatever
+// oapi-codegen made of the spec's formats (openapi_types.UUID,
+// time.Time, a type of x-go-type-import), which the files of oapi-codegen
+// beside it import by the same names. A qualifier that nothing imports is
+// left for checkCompile to report.
+func clientImports(p *goPackage, f *goFile) ([]byte, error) {
+	decls := p.declarations(func(string, token.Pos, token.Pos) {}) // checkCompile reports them
+	known := map[string]goImport{}
+	for _, i := range f.imports() {
+		known[i.name] = i
+	}
+	for _, other := range p.files {
+		for _, i := range other.imports() {
+			if _, ok := known[i.name]; !ok && other != f && i.name != "_" && i.name != "." {
+				known[i.name] = i
+			}
+		}
+	}
+	qualifiers, _ := f.qualifiers(decls)
+	var std, others []string
+	for _, q := range qualifiers {
+		i, ok := known[q]
+		if !ok {
+			continue
+		}
+		if first, _, _ := strings.Cut(i.path, "/"); strings.Contains(first, ".") {
+			others = append(others, i.spec())
+		} else {
+			std = append(std, i.spec())
+		}
+	}
+	byPath := func(a, b string) int {
+		return strings.Compare(a[strings.IndexByte(a, '"'):], b[strings.IndexByte(b, '"'):])
+	}
+	slices.SortFunc(std, byPath)
+	slices.SortFunc(others, byPath)
+	var decl strings.Builder
+	decl.WriteString("import (\n")
+	for _, group := range [][]string{std, others} {
+		if len(group) > 0 && decl.Len() > len("import (\n") {
+			decl.WriteString("\n")
+		}
+		for _, spec := range group {
+			decl.WriteString("\t" + spec + "\n")
+		}
+	}
+	decl.WriteString(")")
+	if len(std)+len(others) == 0 {
+		decl.Reset()
+	}
+	// The import declarations give way to the new one, written where the
+	// first was (client.go.tmpl writes one, after the package clause).
+	offset := func(pos token.Pos) int { return p.fset.Position(pos).Offset }
+	at := offset(f.ast.Name.End())
+	out := slices.Clone(f.src[:at])
+	written := false
+	for _, d := range f.ast.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.IMPORT {
+			continue
+		}
+		out = append(out, f.src[at:offset(g.Pos())]...)
+		if !written {
+			out = append(out, decl.String()...)
+			written = true
+		}
+		at = offset(g.End())
+	}
+	if !written {
+		out = append(out, "\n\n"+decl.String()...)
+	}
+	out = append(out, f.src[at:]...)
+	formatted, err := format.Source(out)
+	if err != nil {
+		return nil, fmt.Errorf("%s with its imports does not format%s: %w", f.path, generatorBug, err)
+	}
+	return formatted, nil
+}
+
+// clientKeyErrors reports the annotated operations whose declared
+// Idempotency-Key parameter limits keys to ones IdempotentClient cannot
+// make (see chooseClientKeys), each at the limit at fault in the spec.
+func clientKeyErrors(specPath string, spec []byte, m *model) error {
+	var errs []*annotation.Error
+	var root *yaml.Node // the spec's tree, read at the first refusal
+	for _, op := range m.Operations {
+		if !op.Idempotent || !op.KeyDeclared {
+			continue
+		}
+		_, refusal := chooseClientKeys(op.KeyMinLen, op.KeyMaxLen, op.KeyPattern)
+		if refusal == nil {
+			continue
+		}
+		if root == nil {
+			if doc, err := annotation.Parse(specPath, spec); err == nil {
+				root = doc
+			} else {
+				root = &yaml.Node{}
+			}
+		}
+		errs = append(errs, &annotation.Error{
+			Pos: keyLimitPos(specPath, root, op, refusal.field),
+			Msg: fmt.Sprintf("client: true on %s %s: %s", op.Method, op.Path, refusal.msg),
+		})
+	}
+	slices.SortStableFunc(errs, func(a, b *annotation.Error) int {
+		return cmp.Or(cmp.Compare(a.Pos.Line, b.Pos.Line), cmp.Compare(a.Pos.Column, b.Pos.Column))
+	})
+	joined := make([]error, len(errs))
+	for i, e := range errs {
+		joined[i] = e
+	}
+	return errors.Join(joined...)
+}
+
+// keyLimitPos is where the spec writes field ("pattern", "maxLength") of
+// the schema of op's Idempotency-Key header parameter: the value of the
+// field, else the schema, else the parameter, else, when the parameter is
+// in another file or the tree cannot be followed, op's x-idempotent.
+func keyLimitPos(specPath string, root *yaml.Node, op operation, field string) annotation.Position {
+	param, schema := keyParamNodes(root, op.Path, strings.ToLower(op.Method))
+	n := param
+	if schema != nil {
+		n = schema
+		if v := yamlField(schema, field); v != nil {
+			n = v
+		}
+	}
+	if n == nil {
+		return op.pos
+	}
+	return annotation.Position{File: specPath, Line: max(n.Line, 1), Column: max(n.Column, 1)}
+}
+
+// keyParamNodes finds the Idempotency-Key header parameter of the
+// operation at path and method (lower case) in the spec's tree, the
+// operation's own before its path item's, and its schema, following
+// local $refs; nil for what it cannot find.
+func keyParamNodes(root *yaml.Node, path, method string) (param, schema *yaml.Node) {
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = root.Content[0]
+	}
+	item := yamlRef(root, yamlField(yamlField(root, "paths"), path))
+	for _, params := range []*yaml.Node{yamlField(yamlRef(root, yamlField(item, method)), "parameters"), yamlField(item, "parameters")} {
+		if params == nil || params.Kind != yaml.SequenceNode {
+			continue
+		}
+		for _, p := range params.Content {
+			p = yamlRef(root, p)
+			in, name := yamlField(p, "in"), yamlField(p, "name")
+			if in != nil && name != nil && in.Value == "header" && strings.EqualFold(name.Value, idem.HeaderKey) {
+				return p, yamlRef(root, yamlField(p, "schema"))
+			}
+		}
+	}
+	return nil, nil
+}
+
+// yamlField is the value of key in the mapping n; nil when n is no
+// mapping or has no such key.
+func yamlField(n *yaml.Node, key string) *yaml.Node {
+	n = yamlAlias(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return yamlAlias(n.Content[i+1])
+		}
+	}
+	return nil
+}
+
+func yamlAlias(n *yaml.Node) *yaml.Node {
+	for range 100 { // an alias may name an alias
+		if n == nil || n.Kind != yaml.AliasNode {
+			return n
+		}
+		n = n.Alias
+	}
+	return nil
+}
+
+// yamlRef follows n's local $ref ("#/components/..."), and that of what
+// it names, to the node that is no reference; nil for a reference to
+// another file or to nothing.
+func yamlRef(root, n *yaml.Node) *yaml.Node {
+	for range 100 { // a reference may name a reference
+		ref := yamlField(n, "$ref")
+		if ref == nil {
+			return n
+		}
+		pointer, ok := strings.CutPrefix(ref.Value, "#")
+		if !ok {
+			return nil
+		}
+		n = root
+		for _, tok := range strings.Split(strings.TrimPrefix(pointer, "/"), "/") {
+			if pointer == "" {
+				break
+			}
+			n = yamlField(n, strings.NewReplacer("~1", "/", "~0", "~").Replace(tok))
+		}
+	}
+	return nil
 }

@@ -10,9 +10,11 @@ import (
 	crand "crypto/rand"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -28,9 +30,117 @@ type Options struct {
 	// between attempts; zero means 100ms and 5s. A Retry-After from the
 	// server is honoured instead, up to MaxDelay.
 	BaseDelay, MaxDelay time.Duration
-	// NewKey makes the key of a logical call; nil makes a random UUID.
+	// NewKey makes the key of a logical call; nil makes a key of Keys.
+	// When set, it makes every call's key, whatever limits an operation
+	// declares for its keys.
 	NewKey func() string
+	// Keys is the format of the keys made when NewKey is nil; the zero
+	// value makes random UUIDs. A generated IdempotentClient sets it for
+	// each operation whose spec limits its Idempotency-Key to keys a UUID
+	// does not fit.
+	Keys KeyFormat
 }
+
+// KeyFormat describes random keys: Prefix, then Len characters each drawn
+// uniformly and independently from Alphabet with crypto/rand. The zero
+// value stands for random UUIDs (NewKey).
+type KeyFormat struct {
+	Prefix   string
+	Alphabet string
+	Len      int
+}
+
+// Alphabets for KeyFormat. Their characters are printable ASCII that a
+// server takes as they are: no space, comma or double quote.
+const (
+	Alphanumeric      = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	Base64URL         = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	LowerAlphanumeric = "0123456789abcdefghijklmnopqrstuvwxyz"
+	UpperAlphanumeric = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	LowerHex          = "0123456789abcdef"
+	UpperHex          = "0123456789ABCDEF"
+	LowerLetters      = "abcdefghijklmnopqrstuvwxyz"
+	UpperLetters      = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	Digits            = "0123456789"
+)
+
+// uuidBits is the entropy of a random (version 4) UUID.
+const uuidBits = 122
+
+// NewKey returns a random key of the format; the zero format makes a
+// random UUID. It panics on a format Check refuses.
+func (f KeyFormat) NewKey() string {
+	if f == (KeyFormat{}) {
+		return NewKey()
+	}
+	if err := f.Check(); err != nil {
+		panic("idemclient: " + err.Error())
+	}
+	n := len(f.Alphabet)
+	// Bytes at or above the largest multiple of n that fits in a byte
+	// are drawn again, so that every character is equally likely.
+	limit := 256 - 256%n
+	key := make([]byte, len(f.Prefix), len(f.Prefix)+f.Len)
+	copy(key, f.Prefix)
+	buf := make([]byte, f.Len+f.Len/2+1)
+	for len(key) < cap(key) {
+		_, _ = crand.Read(buf) // never fails, per crypto/rand
+		for _, b := range buf {
+			if int(b) < limit && len(key) < cap(key) {
+				key = append(key, f.Alphabet[int(b)%n])
+			}
+		}
+	}
+	return string(key)
+}
+
+// Bits is the entropy of a key of the format, in bits: that of its random
+// characters.
+func (f KeyFormat) Bits() float64 {
+	if f == (KeyFormat{}) {
+		return uuidBits
+	}
+	return float64(f.Len) * math.Log2(float64(len(f.Alphabet)))
+}
+
+// Check reports a format whose keys a server would refuse or that has no
+// randomness: keys are 1 to 255 characters of printable ASCII (no space,
+// comma or double quote, which a server reads as separators or quoting),
+// made of at least one random character from an alphabet of at least two
+// distinct characters.
+func (f KeyFormat) Check() error {
+	if f == (KeyFormat{}) {
+		return nil
+	}
+	switch {
+	case f.Len < 1:
+		return fmt.Errorf("key format: Len is %d; expected at least 1", f.Len)
+	case len(f.Prefix)+f.Len > maxKeyLen:
+		return fmt.Errorf("key format: keys of %d characters; expected at most %d", len(f.Prefix)+f.Len, maxKeyLen)
+	case len(f.Alphabet) < 2:
+		return fmt.Errorf("key format: Alphabet %q; expected at least two characters", f.Alphabet)
+	}
+	for i := 0; i < len(f.Alphabet); i++ {
+		if !keyChar(f.Alphabet[i]) {
+			return fmt.Errorf("key format: Alphabet %q holds %q; expected printable ASCII other than space, comma and double quote", f.Alphabet, f.Alphabet[i])
+		}
+		if strings.IndexByte(f.Alphabet[:i], f.Alphabet[i]) >= 0 {
+			return fmt.Errorf("key format: Alphabet %q holds %q twice; expected distinct characters, each as likely as the others", f.Alphabet, f.Alphabet[i])
+		}
+	}
+	for i := 0; i < len(f.Prefix); i++ {
+		if !keyChar(f.Prefix[i]) {
+			return fmt.Errorf("key format: Prefix %q holds %q; expected printable ASCII other than space, comma and double quote", f.Prefix, f.Prefix[i])
+		}
+	}
+	return nil
+}
+
+// maxKeyLen is the longest key a server of idem accepts (idem.MaxKeyLen;
+// this package does not import the server's).
+const maxKeyLen = 255
+
+func keyChar(c byte) bool { return c > ' ' && c <= '~' && c != ',' && c != '"' }
 
 // Call describes how a logical call went.
 type Call struct {
@@ -50,6 +160,11 @@ type Call struct {
 // once. When the bounds are reached, Do returns the last answer, or the
 // last transport error.
 func Do(ctx context.Context, opts Options, send func(ctx context.Context, key string) (*http.Response, error)) (*http.Response, Call, error) {
+	if opts.NewKey == nil {
+		if err := opts.Keys.Check(); err != nil {
+			return nil, Call{}, fmt.Errorf("idemclient: Options.Keys: %w", err)
+		}
+	}
 	opts = opts.withDefaults()
 	call := Call{Key: opts.NewKey()}
 	start := time.Now()
@@ -101,7 +216,7 @@ func (o Options) withDefaults() Options {
 		o.MaxDelay = 5 * time.Second
 	}
 	if o.NewKey == nil {
-		o.NewKey = NewKey
+		o.NewKey = o.Keys.NewKey
 	}
 	return o
 }

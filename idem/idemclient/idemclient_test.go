@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -106,5 +107,88 @@ func TestFreshKeyPerCall(t *testing.T) {
 	_, _, b, _ := call(t, []int{201}, idemclient.Options{})
 	if a.Key == b.Key {
 		t.Fatalf("two calls sent the same key %q", a.Key)
+	}
+}
+
+// Keys of a KeyFormat have its prefix and length, only characters of its
+// alphabet, every character about equally often, and no repeats.
+func TestKeyFormat(t *testing.T) {
+	f := idemclient.KeyFormat{Prefix: "idem_", Alphabet: idemclient.Alphanumeric, Len: 20}
+	if err := f.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if bits := f.Bits(); bits < 119 || bits > 120 {
+		t.Fatalf("Bits() = %v, want 20*log2(62) = 119.08", bits)
+	}
+	counts := map[byte]int{}
+	seen := map[string]bool{}
+	const keys = 3000
+	for range keys {
+		k := f.NewKey()
+		if len(k) != 25 || !strings.HasPrefix(k, "idem_") || seen[k] {
+			t.Fatalf("key %q: want idem_ and 20 characters, never repeated", k)
+		}
+		seen[k] = true
+		for i := 5; i < len(k); i++ {
+			if !strings.ContainsRune(idemclient.Alphanumeric, rune(k[i])) {
+				t.Fatalf("key %q holds %q, not of the alphabet", k, k[i])
+			}
+			counts[k[i]]++
+		}
+	}
+	// 60000 characters over 62: about 968 each; a biased draw (b % 62
+	// without rejection) gives the first 8 characters a quarter more.
+	for _, c := range []byte(idemclient.Alphanumeric) {
+		if n := counts[c]; n < 800 || n > 1150 {
+			t.Errorf("character %q drawn %d times in %d, want about %d", c, n, keys*20, keys*20/62)
+		}
+	}
+	if k := (idemclient.KeyFormat{}).NewKey(); len(k) != 36 || k[14] != '4' {
+		t.Fatalf("the zero format made %q, want a random UUID", k)
+	}
+}
+
+func TestKeyFormatCheck(t *testing.T) {
+	for _, a := range []string{idemclient.Alphanumeric, idemclient.Base64URL, idemclient.LowerAlphanumeric, idemclient.UpperAlphanumeric, idemclient.LowerHex, idemclient.UpperHex, idemclient.LowerLetters, idemclient.UpperLetters, idemclient.Digits} {
+		if err := (idemclient.KeyFormat{Alphabet: a, Len: 10}).Check(); err != nil {
+			t.Errorf("the package's own alphabet: %v", err)
+		}
+	}
+	for _, f := range []idemclient.KeyFormat{
+		{Alphabet: idemclient.Digits},
+		{Alphabet: "a", Len: 10},
+		{Alphabet: "abca", Len: 10},
+		{Alphabet: "ab,", Len: 10},
+		{Alphabet: `ab"`, Len: 10},
+		{Alphabet: "ab ", Len: 10},
+		{Alphabet: "ab", Len: 256},
+		{Prefix: "k,", Alphabet: "ab", Len: 10},
+	} {
+		if err := f.Check(); err == nil {
+			t.Errorf("%+v: Check accepted it", f)
+		}
+	}
+	// Do refuses such a format before sending anything, unless NewKey
+	// makes the keys.
+	s, _, _, err := call(t, []int{201}, idemclient.Options{Keys: idemclient.KeyFormat{Alphabet: "a", Len: 10}})
+	if err == nil || len(s.keys) != 0 {
+		t.Fatalf("Do with an alphabet of one character: %v after %d requests, want an error and none", err, len(s.keys))
+	}
+	s, _, c, err := call(t, []int{201}, idemclient.Options{Keys: idemclient.KeyFormat{Alphabet: "a", Len: 10}, NewKey: func() string { return "k1" }})
+	if err != nil || c.Key != "k1" || len(s.keys) != 1 {
+		t.Fatalf("Do with NewKey set: %v, key %q, want NewKey's key sent once", err, c.Key)
+	}
+}
+
+// Every attempt of a call sends the same key of Options.Keys.
+func TestKeysOption(t *testing.T) {
+	s, _, c, err := call(t, []int{409, 201}, idemclient.Options{Keys: idemclient.KeyFormat{Alphabet: idemclient.LowerHex, Len: 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range s.keys {
+		if k != c.Key || len(k) != 20 || strings.Trim(k, idemclient.LowerHex) != "" {
+			t.Fatalf("keys sent %q, want one key of 20 lower-case hex digits on every attempt", s.keys)
+		}
 	}
 }
