@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"go/types"
 	"slices"
+	"strings"
 
 	"github.com/idemgen/idemgen/generator/annotation"
 )
@@ -18,64 +19,28 @@ import (
 // interface type when a response schema has no type, and can refer to a
 // schema it pruned (one used only by webhooks). Finding these by parsing
 // is cheap; the alternative is a compiler error in the user's build.
-// specPath names the spec in the error.
+// runOapiCodegen resolves what it can of these before (see resolve.go);
+// what is left is refused here. specPath names the spec in the error.
 func checkNames(specPath string, oapiSrc []byte, m *model) error {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "oapi.gen.go", oapiSrc, parser.SkipObjectResolution)
+	s, err := scanNames(oapiSrc)
 	if err != nil {
-		return fmt.Errorf("oapi-codegen produced code that does not parse: %w", err)
+		return err
 	}
-	declared := map[string]token.Pos{}
-	interfaces := map[string]bool{}
 	var problems []string
-	declare := func(name string, pos token.Pos) {
-		if name == "_" {
-			return
-		}
-		if first, dup := declared[name]; dup {
-			problems = append(problems, fmt.Sprintf("%s is declared twice by oapi-codegen (lines %d and %d of its output)", name, fset.Position(first).Line, fset.Position(pos).Line))
-			return
-		}
-		declared[name] = pos
+	for _, name := range s.dups {
+		d := s.decls[name]
+		problems = append(problems, fmt.Sprintf("%s is declared twice by oapi-codegen (lines %d and %d of its output)", name, s.line(d[0].pos), s.line(d[1].pos)))
 	}
-	for _, d := range f.Decls {
-		switch d := d.(type) {
-		case *ast.FuncDecl:
-			if d.Recv == nil {
-				declare(d.Name.Name, d.Pos())
-			}
-		case *ast.GenDecl:
-			for _, s := range d.Specs {
-				switch s := s.(type) {
-				case *ast.TypeSpec:
-					declare(s.Name.Name, s.Pos())
-					if _, ok := s.Type.(*ast.InterfaceType); ok && s.Assign == 0 {
-						interfaces[s.Name.Name] = true
-					}
-				case *ast.ValueSpec:
-					for _, n := range s.Names {
-						declare(n.Name, n.Pos())
-					}
-				}
-			}
-		}
-	}
-	for _, d := range f.Decls {
-		fn, ok := d.(*ast.FuncDecl)
-		if !ok || fn.Recv == nil {
-			continue
-		}
-		if id, ok := fn.Recv.List[0].Type.(*ast.Ident); ok && interfaces[id.Name] && fn.Name.Name != "" {
-			problems = append(problems, fmt.Sprintf("oapi-codegen declares method %s on %s, which is an interface type (a response schema without a type?)", fn.Name.Name, id.Name))
-		}
+	for _, im := range s.interfaceMethods {
+		problems = append(problems, fmt.Sprintf("oapi-codegen declares method %s on %s, which is an interface type (a response schema without a type?)", im.method, im.recv))
 	}
 	for _, name := range layerNames(m) {
-		if _, taken := declared[name]; taken {
+		if _, taken := s.declared[name]; taken {
 			problems = append(problems, fmt.Sprintf("%s is declared by oapi-codegen's output and by the idempotency layer", name))
 		}
 	}
 	clashes := len(problems)
-	problems = append(problems, undeclaredTypes(fset, f, declared)...)
+	problems = append(problems, s.undeclared()...)
 	if len(problems) == 0 {
 		return nil
 	}
@@ -89,6 +54,112 @@ func checkNames(specPath string, oapiSrc []byte, m *model) error {
 	return fmt.Errorf("%s\nrename the schemas or operations involved, or exclude them with oapi-codegen.output-options (include-operation-ids, exclude-schemas)", msg)
 }
 
+// nameScan is what the package-level names of oapi-codegen's output are.
+type nameScan struct {
+	fset *token.FileSet
+	file *ast.File
+	// declared holds the first declaration of each name, decls every
+	// declaration of the names declared more than once, and dups those
+	// names, in the order of their second declarations.
+	declared map[string]token.Pos
+	decls    map[string][]nameDecl
+	dups     []string
+	// interfaceMethods are the methods declared on interface types.
+	interfaceMethods []interfaceMethod
+}
+
+// nameDecl is one package-level declaration.
+type nameDecl struct {
+	pos  token.Pos
+	kind token.Token // token.TYPE, CONST, VAR or FUNC
+	// For a constant: the name of its type and its value, a literal as
+	// written (an enum value); "" otherwise.
+	constType, constValue string
+	iface                 bool // a type declared as an interface
+}
+
+type interfaceMethod struct{ recv, method string }
+
+func (s *nameScan) line(pos token.Pos) int { return s.fset.Position(pos).Line }
+
+// undeclared reports the type names used but not declared (see
+// undeclaredTypes).
+func (s *nameScan) undeclared() []string {
+	return undeclaredTypes(s.fset, s.file, s.declared)
+}
+
+// scanNames parses oapi-codegen's output and finds its package-level
+// names.
+func scanNames(oapiSrc []byte) (*nameScan, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "oapi.gen.go", oapiSrc, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, fmt.Errorf("oapi-codegen produced code that does not parse: %w", err)
+	}
+	s := &nameScan{fset: fset, file: f, declared: map[string]token.Pos{}, decls: map[string][]nameDecl{}}
+	first := map[string]nameDecl{}
+	interfaces := map[string]bool{}
+	declare := func(name string, d nameDecl) {
+		if name == "_" {
+			return
+		}
+		prev, dup := first[name]
+		if !dup {
+			first[name] = d
+			s.declared[name] = d.pos
+			return
+		}
+		if len(s.decls[name]) == 0 {
+			s.decls[name] = []nameDecl{prev}
+			s.dups = append(s.dups, name)
+		}
+		s.decls[name] = append(s.decls[name], d)
+	}
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.FuncDecl:
+			if d.Recv == nil {
+				declare(d.Name.Name, nameDecl{pos: d.Pos(), kind: token.FUNC})
+			}
+		case *ast.GenDecl:
+			for _, spec := range d.Specs {
+				switch spec := spec.(type) {
+				case *ast.TypeSpec:
+					_, iface := spec.Type.(*ast.InterfaceType)
+					iface = iface && spec.Assign == 0
+					declare(spec.Name.Name, nameDecl{pos: spec.Pos(), kind: token.TYPE, iface: iface})
+					if iface {
+						interfaces[spec.Name.Name] = true
+					}
+				case *ast.ValueSpec:
+					for i, n := range spec.Names {
+						nd := nameDecl{pos: n.Pos(), kind: d.Tok}
+						if id, ok := spec.Type.(*ast.Ident); ok && d.Tok == token.CONST {
+							nd.constType = id.Name
+							if i < len(spec.Values) {
+								if lit, ok := spec.Values[i].(*ast.BasicLit); ok {
+									nd.constValue = lit.Value
+								}
+							}
+						}
+						declare(n.Name, nd)
+					}
+				}
+			}
+		}
+	}
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || fn.Recv == nil {
+			continue
+		}
+		if id, ok := fn.Recv.List[0].Type.(*ast.Ident); ok && interfaces[id.Name] && fn.Name.Name != "" {
+			s.interfaceMethods = append(s.interfaceMethods, interfaceMethod{recv: id.Name, method: fn.Name.Name})
+		}
+	}
+	return s, nil
+}
+
 // fixedLayerNames are the package-level names idempotency.go.tmpl
 // declares for every spec.
 var fixedLayerNames = []string{"IdempotentServer", "IdempotentHandlerOptions", "NewIdempotentHandler", "NewIdempotentStrictServer", "withIdempotencyRequest", "idempotentServer"}
@@ -96,6 +167,9 @@ var fixedLayerNames = []string{"IdempotentServer", "IdempotentHandlerOptions", "
 // layerNames are the package-level names idempotency.go.tmpl declares.
 func layerNames(m *model) []string {
 	names := slices.Clone(fixedLayerNames)
+	if m.ErrorShape != nil {
+		names = append(names, "IdempotencyErrorShape")
+	}
 	for _, op := range m.Operations {
 		if op.Idempotent {
 			names = append(names, op.Answer)
@@ -242,4 +316,68 @@ func undeclaredTypes(fset *token.FileSet, f *ast.File, declared map[string]token
 		}
 	}
 	return problems
+}
+
+// undeclaredNames are the type names used but not declared.
+func (s *nameScan) undeclaredNames() []string {
+	var names []string
+	for _, p := range s.undeclared() {
+		name, _, _ := strings.Cut(p, " ")
+		names = append(names, name)
+	}
+	return names
+}
+
+// constNamed returns the name of the constant of type typeName whose value
+// is the literal lit, or "".
+func (s *nameScan) constNamed(typeName, lit string) string {
+	for _, d := range s.file.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			v, ok := spec.(*ast.ValueSpec)
+			if !ok {
+				continue
+			}
+			if id, ok := v.Type.(*ast.Ident); !ok || id.Name != typeName {
+				continue
+			}
+			for i, n := range v.Names {
+				if i < len(v.Values) {
+					if b, ok := v.Values[i].(*ast.BasicLit); ok && b.Value == lit {
+						return n.Name
+					}
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// resultOf returns the type name of the first result of the method of
+// recv (or *recv) named method, without its *, or "".
+func (s *nameScan) resultOf(recv, method string) string {
+	for _, d := range s.file.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || fn.Recv == nil || fn.Name.Name != method || fn.Type.Results == nil || len(fn.Type.Results.List) == 0 {
+			continue
+		}
+		t := fn.Recv.List[0].Type
+		if star, ok := t.(*ast.StarExpr); ok {
+			t = star.X
+		}
+		if id, ok := t.(*ast.Ident); !ok || id.Name != recv {
+			continue
+		}
+		res := fn.Type.Results.List[0].Type
+		if star, ok := res.(*ast.StarExpr); ok {
+			res = star.X
+		}
+		if id, ok := res.(*ast.Ident); ok {
+			return id.Name
+		}
+	}
+	return ""
 }

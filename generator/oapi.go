@@ -26,6 +26,10 @@ type oapiOutput struct {
 	// security is the document's security, which operations without
 	// their own inherit.
 	security openapi3.SecurityRequirements
+	// warnings say what was resolved in the spec, in memory, for
+	// oapi-codegen's output to compile (see resolve.go), as
+	// Result.Warnings.
+	warnings []string
 }
 
 // runOapiCodegen generates models, the std-http server and the strict
@@ -39,10 +43,13 @@ func runOapiCodegen(specPath string, cfg *Config) (out oapiOutput, err error) {
 		}
 	}()
 
-	spec, err := util.LoadSwaggerWithOverlay(specPath, util.LoadSwaggerWithOverlayOpts{
-		// Only local references: generation must not depend on the network.
-		AllowRemoteRefsFrom: []string{},
-	})
+	load := func() (*openapi3.T, error) {
+		return util.LoadSwaggerWithOverlay(specPath, util.LoadSwaggerWithOverlayOpts{
+			// Only local references: generation must not depend on the network.
+			AllowRemoteRefsFrom: []string{},
+		})
+	}
+	spec, err := load()
 	if err != nil {
 		if src, rerr := os.ReadFile(specPath); rerr == nil {
 			if broken := brokenRefs(specPath, src); broken != nil {
@@ -69,15 +76,15 @@ func runOapiCodegen(specPath string, cfg *Config) (out oapiOutput, err error) {
 	if err := conf.Validate(); err != nil {
 		return oapiOutput{}, fmt.Errorf("oapi-codegen options: %w", err)
 	}
-	code, err := codegen.Generate(spec, conf)
+	code, spec, resolved, err := generateResolved(specPath, spec, load, conf)
 	if err != nil {
-		return oapiOutput{}, fmt.Errorf("%s: oapi-codegen: %w", specPath, err)
+		return oapiOutput{}, err
 	}
 	defs, err := codegen.OperationDefinitions(spec)
 	if err != nil {
 		return oapiOutput{}, fmt.Errorf("%s: oapi-codegen operations: %w", specPath, err)
 	}
-	return oapiOutput{src: retitle(code, cfg.specFromOutput()), defs: defs, security: spec.Security}, nil
+	return oapiOutput{src: retitle(code, cfg.specFromOutput()), defs: defs, security: spec.Security, warnings: resolutionWarnings(specPath, resolved)}, nil
 }
 
 // oapiCodegenPath is the module whose version the header names.
