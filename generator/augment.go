@@ -23,7 +23,29 @@ const (
 	inUseResponse   = "IdempotencyKeyInUse"
 	reusedResponse  = "IdempotencyKeyReused"
 	storeResponse   = "IdempotencyStoreUnavailable"
+	largeResponse   = "IdempotencyBodyTooLarge"
+	mediaResponse   = "IdempotencyUnsupportedMediaType"
+	failedResponse  = "IdempotencyInternalError"
+	shouldRetry     = "IdempotencyShouldRetry"
 )
+
+// layerAnswer is an answer the layer gives itself, documented on every
+// annotated operation.
+type layerAnswer struct {
+	status, component, title, types, detail string
+	retryAfter                              bool // may carry Retry-After
+	body                                    bool // only for operations that take a body
+}
+
+var layerAnswers = []layerAnswer{
+	{"400", invalidResponse, "Invalid request", idem.TypeMissingKey + ", " + idem.TypeInvalidKey + ", " + idem.TypeInvalidScope + " or " + idem.TypeInvalidRequest, "the Idempotency-Key, the scope or the request is missing or malformed; nothing was run", false, false},
+	{"409", inUseResponse, "Idempotency-Key in use", idem.TypeKeyInUse, "a request with this key is still running; retry after Retry-After with the same key", true, false},
+	{"413", largeResponse, "Body too large", idem.TypeBodyTooLarge, "the request body is over the operation's limit; nothing was run", false, true},
+	{"415", mediaResponse, "Unsupported media type", idem.TypeUnsupportedMediaType, "the request body is of a media type the operation does not take; nothing was run", false, true},
+	{"422", reusedResponse, "Idempotency-Key reused", idem.TypeKeyReused, "the key was used for a different request; send a new key for a new request", false, false},
+	{"500", failedResponse, "Attempt failed", idem.TypeInternal + ", " + idem.TypeCommitFailed + ", " + idem.TypeTransactionConflict + ", " + idem.TypeLeaseOverrun + ", " + idem.TypeStoreMisconfigured + " or " + idem.TypeAttemptAbandoned, "the attempt failed and nothing of it was stored, unless the detail names steps kept; a retry with the same key runs or resumes it", true, false},
+	{"503", storeResponse, "Key store unavailable", idem.TypeStoreUnavailable + " or " + idem.TypeStoreBusy, "retry after Retry-After with the same key", true, false},
+}
 
 // augmentSpec returns a copy of the spec, in its own format (YAML or
 // JSON), in which every annotated operation documents the protocol for
@@ -52,9 +74,9 @@ func augmentSpec(file string, src []byte, m *model) ([]byte, error) {
 		if node == nil || node.Kind != yaml.MappingNode {
 			return nil, fmt.Errorf("%s: %s %s: the operation is not in paths as written (a $ref path item?); the augmented spec needs it inline", file, op.Method, op.Path)
 		}
-		augmentOperation(node, op)
+		augmentOperation(root, node, op, m.ErrorShape)
 	}
-	if err := addComponents(root, file); err != nil {
+	if err := addComponents(root, file, m.ErrorShape); err != nil {
 		return nil, err
 	}
 	var out []byte
@@ -75,7 +97,7 @@ func augmentSpec(file string, src []byte, m *model) ([]byte, error) {
 	return out, validateSpec(file, src, out)
 }
 
-func augmentOperation(node *yaml.Node, op operation) {
+func augmentOperation(root, node *yaml.Node, op operation, shape *Errors) {
 	if !op.KeyDeclared {
 		params := get(node, "parameters")
 		if params == nil {
@@ -95,13 +117,99 @@ func augmentOperation(node *yaml.Node, op operation) {
 			addHeader(responses.Content[i+1], idem.HeaderReplayed, replayedHeader)
 		}
 	}
-	for _, r := range []struct{ status, name string }{
-		{"400", invalidResponse}, {"409", inUseResponse}, {"422", reusedResponse}, {"503", storeResponse},
-	} {
-		if get(responses, r.status) == nil {
-			set(responses, r.status, ref("#/components/responses/"+r.name))
+	for _, a := range layerAnswers {
+		if a.body && len(op.Accept) == 0 {
+			continue
+		}
+		own := get(responses, a.status)
+		if own == nil {
+			set(responses, a.status, ref("#/components/responses/"+a.component))
+			continue
+		}
+		// The operation's own answer stays; the layer's is added beside
+		// it, in a copy when the answer is a shared one.
+		for i := 0; i+1 < len(responses.Content); i += 2 {
+			if responses.Content[i].Value == a.status {
+				responses.Content[i+1] = withLayerAnswer(root, own, a, shape)
+			}
 		}
 	}
+}
+
+// withLayerAnswer returns the operation's own response for a status the
+// layer answers too, with the layer's answer added: its media type as a
+// second one, or, where the operation declares the same media type with
+// another schema, a oneOf of both; and the description says when each is
+// sent.
+func withLayerAnswer(root, own *yaml.Node, a layerAnswer, shape *Errors) *yaml.Node {
+	resp := own
+	if r := get(own, "$ref"); r != nil && strings.HasPrefix(r.Value, "#/") {
+		resp = copyNode(resolveLocal(root, own))
+	}
+	if resp == nil || resp.Kind != yaml.MappingNode || get(resp, "$ref") != nil {
+		return own // a response in another file: left as it is
+	}
+	mt, schema := layerContent(shape)
+	desc := get(resp, "description")
+	if desc == nil {
+		desc = str("")
+		set(resp, "description", desc)
+	}
+	desc.Value = strings.TrimSpace(desc.Value + " " + fmt.Sprintf("The idempotency layer also answers %s with %s (%s): %s.", a.status, mt, a.types, a.detail))
+	content := get(resp, "content")
+	if content == nil {
+		content = &yaml.Node{Kind: yaml.MappingNode}
+		set(resp, "content", content)
+	}
+	switch media := get(content, mt); {
+	case media == nil:
+		set(content, mt, mapping("schema", schema))
+	case get(media, "schema") == nil:
+		set(media, "schema", schema)
+	default:
+		theirs := get(media, "schema")
+		if r := get(theirs, "$ref"); r != nil && r.Value == get(schema, "$ref").Value {
+			break // the same schema: nothing to add
+		}
+		for i := 0; i+1 < len(media.Content); i += 2 {
+			if media.Content[i].Value == "schema" {
+				media.Content[i+1] = mapping("oneOf", seq(theirs, schema))
+			}
+		}
+	}
+	addLayerHeaders(resp, a, shape)
+	return resp
+}
+
+// layerContent is the media type and schema of the layer's answers.
+func layerContent(shape *Errors) (string, *yaml.Node) {
+	if shape != nil {
+		return shape.mediaType(), ref(shape.Schema)
+	}
+	return idem.ContentTypeProblem, ref("#/components/schemas/" + problemSchema)
+}
+
+// addLayerHeaders declares the headers the layer sends with answer a.
+func addLayerHeaders(resp *yaml.Node, a layerAnswer, shape *Errors) {
+	if a.retryAfter {
+		addHeaderAs(resp, "Retry-After", retryHeader)
+	}
+	if shape != nil && shape.RetryHeader != "" {
+		addHeaderAs(resp, shape.RetryHeader, shouldRetry)
+	}
+}
+
+// copyNode is a deep copy of n.
+func copyNode(n *yaml.Node) *yaml.Node {
+	if n == nil {
+		return nil
+	}
+	c := *n
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, k := range n.Content {
+		c.Content[i] = copyNode(k)
+	}
+	return &c
 }
 
 // keyParameter is the Idempotency-Key header parameter of op.
@@ -130,7 +238,11 @@ func keyParameter(op operation) *yaml.Node {
 }
 
 // addHeader declares header name on a response, unless it does already.
-func addHeader(resp *yaml.Node, name, component string) {
+func addHeader(resp *yaml.Node, name, component string) { addHeaderAs(resp, name, component) }
+
+// addHeaderAs declares header name, documented by the header component,
+// on a response, unless it does already.
+func addHeaderAs(resp *yaml.Node, name, component string) {
 	if resp.Kind != yaml.MappingNode || get(resp, "$ref") != nil {
 		return // a shared response: documented where it is defined
 	}
@@ -145,24 +257,21 @@ func addHeader(resp *yaml.Node, name, component string) {
 }
 
 // addComponents adds the shared problem schema, responses and headers.
-func addComponents(root *yaml.Node, file string) error {
+func addComponents(root *yaml.Node, file string, shape *Errors) error {
 	components := get(root, "components")
 	if components == nil {
 		components = &yaml.Node{Kind: yaml.MappingNode}
 		set(root, "components", components)
 	}
-	problem := func(title, typ, detail string, retry bool) *yaml.Node {
-		r := mapping(
-			"description", str(fmt.Sprintf("%s (%s): %s", title, typ, detail)),
-			"content", mapping(idem.ContentTypeProblem, mapping("schema", ref("#/components/schemas/"+problemSchema))),
-		)
-		if retry {
-			set(r, "headers", mapping("Retry-After", ref("#/components/headers/"+retryHeader)))
-		}
-		return r
-	}
+	mt, schema := layerContent(shape)
 	add := map[string][][2]any{
-		"schemas": {{problemSchema, mapping(
+		"headers": {
+			{replayedHeader, mapping("description", str("true when the response is the stored answer to an earlier request with the same Idempotency-Key."), "schema", mapping("type", str("string"), "enum", seq(str("true"))))},
+			{retryHeader, mapping("description", str("Seconds to wait before retrying with the same Idempotency-Key."), "schema", mapping("type", str("integer"), "minimum", num(1)))},
+		},
+	}
+	if shape == nil {
+		add["schemas"] = [][2]any{{problemSchema, mapping(
 			"type", str("object"),
 			"description", str("An RFC 9457 problem. type is one of the URIs documented at "+strings.TrimSuffix(idem.ProblemBase, "#")+"; detail says what to do next."),
 			"required", seq(str("type"), str("title"), str("status")),
@@ -172,19 +281,25 @@ func addComponents(root *yaml.Node, file string) error {
 				"status", mapping("type", str("integer")),
 				"detail", mapping("type", str("string")),
 			),
-		)}},
-		"headers": {
-			{replayedHeader, mapping("description", str("true when the response is the stored answer to an earlier request with the same Idempotency-Key."), "schema", mapping("type", str("string"), "enum", seq(str("true"))))},
-			{retryHeader, mapping("description", str("Seconds to wait before retrying with the same Idempotency-Key."), "schema", mapping("type", str("integer"), "minimum", num(1)))},
-		},
-		"responses": {
-			{invalidResponse, problem("Invalid request", idem.TypeMissingKey+", "+idem.TypeInvalidKey+", "+idem.TypeInvalidScope+" or "+idem.TypeInvalidRequest, "the Idempotency-Key, the scope or the request is missing or malformed; nothing was run", false)},
-			{inUseResponse, problem("Idempotency-Key in use", idem.TypeKeyInUse, "a request with this key is still running; retry after Retry-After with the same key", true)},
-			{reusedResponse, problem("Idempotency-Key reused", idem.TypeKeyReused, "the key was used for a different request; send a new key for a new request", false)},
-			{storeResponse, problem("Key store unavailable", idem.TypeStoreUnavailable, "retry after Retry-After with the same key", true)},
-		},
+		)}}
+	} else if shape.RetryHeader != "" {
+		add["headers"] = append(add["headers"], [2]any{shouldRetry, mapping(
+			"description", str("Whether retrying the request with the same Idempotency-Key is right: true for a 409, a 503 and a failed attempt, false for a mistake in the request."),
+			"schema", mapping("type", str("string"), "enum", seq(str("true"), str("false"))),
+		)})
+	}
+	for _, a := range layerAnswers {
+		r := mapping(
+			"description", str(fmt.Sprintf("%s (%s): %s.", a.title, a.types, a.detail)),
+			"content", mapping(mt, mapping("schema", copyNode(schema))),
+		)
+		addLayerHeaders(r, a, shape)
+		add["responses"] = append(add["responses"], [2]any{a.component, r})
 	}
 	for _, section := range []string{"schemas", "headers", "responses"} {
+		if len(add[section]) == 0 {
+			continue
+		}
 		sec := get(components, section)
 		if sec == nil {
 			sec = &yaml.Node{Kind: yaml.MappingNode}

@@ -137,3 +137,128 @@ func TestAugmentedSpecJSON(t *testing.T) {
 	}
 	compileClient(t, src)
 }
+
+// Where an annotated operation declares an answer of its own for a status
+// the layer answers too, the augmented spec keeps it and adds the layer's:
+// as a second media type, or, where the media type is the layer's own, a
+// oneOf of both schemas; a shared response is copied, not changed for the
+// operations that share it. The client generated from it decodes both.
+func TestAugmentedSpecKeepsOwnAnswers(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "openapi.yaml")
+	writeFile(t, spec, []byte(`openapi: 3.0.3
+info:
+  title: own answers
+  version: "1"
+paths:
+  /charges:
+    post:
+      operationId: createCharge
+      x-idempotent: true
+      requestBody:
+        content:
+          application/json:
+            schema:
+              type: object
+              properties:
+                amount:
+                  type: integer
+      responses:
+        "201":
+          description: created
+        "400":
+          description: The API's own refusal.
+          content:
+            application/json:
+              schema:
+                $ref: "#/components/schemas/Error"
+        "409":
+          $ref: "#/components/responses/Conflict"
+        "422":
+          description: The API's own problem.
+          content:
+            application/problem+json:
+              schema:
+                $ref: "#/components/schemas/Error"
+    get:
+      operationId: listCharges
+      responses:
+        "200":
+          description: ok
+        "409":
+          $ref: "#/components/responses/Conflict"
+components:
+  responses:
+    Conflict:
+      description: The API's own conflict.
+      content:
+        application/json:
+          schema:
+            $ref: "#/components/schemas/Error"
+  schemas:
+    Error:
+      type: object
+      properties:
+        message:
+          type: string
+`))
+	cfg := configFor(t, dir, spec, "")
+	cfg.Output.Spec = "gen/openapi.yaml"
+	src := augmented(t, generate(t, cfg), cfg.Output.Spec)
+	doc, err := openapi3.NewLoader().LoadFromData(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := doc.Paths.Find("/charges").Post
+	media := func(status int, mt string) *openapi3.MediaType {
+		t.Helper()
+		r := create.Responses.Status(status)
+		if r == nil || r.Value == nil {
+			t.Fatalf("createCharge has no %d", status)
+		}
+		return r.Value.Content.Get(mt)
+	}
+	for _, status := range []int{400, 409} {
+		own, layer := media(status, "application/json"), media(status, idem.ContentTypeProblem)
+		if own == nil || own.Schema.Ref != "#/components/schemas/Error" {
+			t.Errorf("%d: the operation's own application/json answer is gone", status)
+		}
+		if layer == nil || layer.Schema.Ref != "#/components/schemas/IdempotencyProblem" {
+			t.Errorf("%d: the layer's problem+json answer is not added", status)
+		}
+		d := create.Responses.Status(status).Value.Description
+		if d == nil || !strings.HasPrefix(*d, "The API's own") || !strings.Contains(*d, "The idempotency layer also answers") {
+			t.Errorf("%d: description %q does not say when each is sent", status, *d)
+		}
+	}
+	if _, ok := create.Responses.Status(409).Value.Headers["Retry-After"]; !ok {
+		t.Error("409: the layer's Retry-After is not declared")
+	}
+	one := media(422, idem.ContentTypeProblem)
+	if one == nil || len(one.Schema.Value.OneOf) != 2 || one.Schema.Value.OneOf[0].Ref != "#/components/schemas/Error" || one.Schema.Value.OneOf[1].Ref != "#/components/schemas/IdempotencyProblem" {
+		t.Errorf("422: want a oneOf of the operation's schema and the layer's, got %+v", one)
+	}
+	for _, status := range []int{413, 415, 500, 503} {
+		if media(status, idem.ContentTypeProblem) == nil {
+			t.Errorf("%d: the layer's answer is not documented", status)
+		}
+	}
+	// The shared response, and the operation that is not annotated, are
+	// as they were.
+	if c := doc.Components.Responses["Conflict"].Value; c.Content.Get(idem.ContentTypeProblem) != nil || strings.Contains(*c.Description, "idempotency") {
+		t.Error("the shared Conflict response was changed")
+	}
+	if r := doc.Paths.Find("/charges").Get.Responses.Status(409); r.Ref != "#/components/responses/Conflict" {
+		t.Errorf("listCharges' 409 is %q, want the shared response", r.Ref)
+	}
+	code, err := generator.ClientCode(src, "client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []string{"JSON400 *Error", "ApplicationproblemJSON400 *IdempotencyProblem", "JSON409 *Error", "ApplicationproblemJSON409 *IdempotencyProblem"} {
+		if !strings.Contains(strings.Join(strings.Fields(string(code)), " "), field) {
+			t.Errorf("the client's response has no field %s: it would not decode both answers", field)
+		}
+	}
+	compileClient(t, src)
+}

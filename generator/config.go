@@ -41,6 +41,9 @@ type Config struct {
 	Tests bool `yaml:"tests"`
 	// OapiCodegen passes options through to oapi-codegen.
 	OapiCodegen OapiCodegen `yaml:"oapi-codegen"`
+	// Errors, when set, renders the answers the layer gives itself in the
+	// API's own error schema instead of problem+json.
+	Errors *Errors `yaml:"errors"`
 
 	// dir is the directory of the config file; paths resolve against it.
 	dir string
@@ -181,6 +184,9 @@ func (c *Config) complete() error {
 	}
 	if c.Queries.Dir == "" {
 		c.Queries.Dir = filepath.Join(c.Output.Dir, "queries")
+	}
+	if c.Errors != nil {
+		problems = append(problems, c.Errors.check()...)
 	}
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))

@@ -60,6 +60,11 @@ func Generate(cfg *Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Errors != nil {
+		if err := errorSchemaOf(specPath, src, cfg.Errors); err != nil {
+			return nil, err
+		}
+	}
 	oapi, err := runOapiCodegen(specPath, cfg)
 	if err != nil {
 		return nil, err
@@ -68,6 +73,7 @@ func Generate(cfg *Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.Warnings = withResolutions(specPath, oapi.warnings, m.Warnings)
 	if err := checkNames(specPath, oapi.src, m); err != nil {
 		return nil, err
 	}
@@ -108,6 +114,9 @@ func Generate(cfg *Config) (*Result, error) {
 			return nil, err
 		}
 		res.Files = append(res.Files, File{filepath.Join(cfg.Output.Dir, "idempotency_client.gen.go"), client})
+	}
+	if res.Files, err = finishGoFiles(specPath, src, m, res.Files); err != nil {
+		return nil, err
 	}
 	if m.Tests && m.Idempotent {
 		dir, name := kitPackage(cfg)

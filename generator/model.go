@@ -46,6 +46,9 @@ type model struct {
 	ScopePanic string
 	// Warnings are for Result.Warnings.
 	Warnings []string
+	// ErrorShape is the API's own error shape, from the config; nil
+	// answers with problem+json.
+	ErrorShape *Errors
 }
 
 // operation is one operation of the spec, as the layer sees it.
@@ -148,7 +151,7 @@ func (op operation) Phases() string    { return op.GoName + "Phases" }
 func (op operation) Last() recoveryPoint { return op.Points[len(op.Points)-1] }
 
 func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.OperationDefinition, security openapi3.SecurityRequirements) (*model, error) {
-	m := &model{Spec: cfg.specFromOutput(), Package: cfg.Output.Package, Client: cfg.Client, Server: cfg.Server, Tests: cfg.Tests}
+	m := &model{Spec: cfg.specFromOutput(), Package: cfg.Output.Package, Client: cfg.Client, Server: cfg.Server, Tests: cfg.Tests, ErrorShape: cfg.Errors}
 	byRoute := make(map[string]annotation.Operation, len(annotated))
 	for _, a := range annotated {
 		byRoute[a.Method+" "+a.Path] = a

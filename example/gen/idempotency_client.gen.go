@@ -17,7 +17,10 @@ import (
 // replayed. Other operations are ClientInterface's, as generated.
 type IdempotentClient struct {
 	ClientInterface
-	// Options bound each call's retries; the zero value works.
+	// Options bound each call's retries; the zero value works. Keys are
+	// made by Options.NewKey when it is set, else of Options.Keys (random
+	// UUIDs by default), but for an operation whose spec limits its keys
+	// so that UUIDs do not fit: its method sets Keys within those limits.
 	Options idemclient.Options
 }
 

@@ -112,7 +112,7 @@ type IdempotentHandlerOptions struct {
 // also finds what gin middlewares stored with c.Set (ctx.Value("user"));
 // ctx.Value(gin.ContextKey) returns the *gin.Context.
 func RegisterIdempotentHandlers[T any](router gin.IRouter, impl IdempotentServer[T], store idem.Store[T], opts IdempotentHandlerOptions) {
-	errs := idem.ErrorHandlers{Logger: opts.Logger}
+	errs := idem.ErrorHandlers{Logger: opts.Logger, Problems: opts.Problems}
 	requestError := func(c *gin.Context, err error) { errs.RequestError(c.Writer, c.Request, err) }
 	responseError := func(c *gin.Context, err error) { errs.ResponseError(c.Writer, c.Request, err) }
 	strict := NewStrictHandlerWithOptions(NewIdempotentStrictServer(impl, store, opts.Options), opts.StrictMiddlewares, StrictGinServerOptions{
@@ -123,7 +123,7 @@ func RegisterIdempotentHandlers[T any](router gin.IRouter, impl IdempotentServer
 	// Each annotated operation's route checks its body first, before the
 	// parameters decode and anything reads it, handed its gate as gin
 	// registers it (see routeGates).
-	gates := newRouteGates(opts.BaseURL, opts.MaxBodyBytes)
+	gates := newRouteGates(opts.BaseURL, opts.MaxBodyBytes, opts.Problems)
 	RegisterHandlersWithOptions(ginRoutes{router, gates}, strict, GinServerOptions{
 		BaseURL:      opts.BaseURL,
 		Middlewares:  opts.Middlewares,
@@ -205,50 +205,27 @@ func (c ginRequestContext) Value(key any) any {
 }
 
 // bodyGate is what an annotated operation's route checks before anything
-// reads the request: that its body is of a media type the operation
-// declares, and its size. The size is bounded by the annotation's
-// max-body, else by the handler's MaxBodyBytes, else by the default for
-// the operation's kind of body. A JSON body is decoded as it arrives; any
-// other is read whole first, for its fingerprint.
+// reads the request (see idem.Gate). The size is bounded by the
+// annotation's max-body, else by the handler's MaxBodyBytes, else by the
+// default for the operation's kind of body.
 type bodyGate struct {
 	annotated, fallback int64
-	// accept are the media types of the operation's request bodies, and
-	// json those of them that are JSON; none when it takes no body.
-	accept, json []string
-}
-
-// pass lets r through with its body bounded to limit bytes, or answers w
-// with a problem and returns false.
-func (g bodyGate) pass(w http.ResponseWriter, r *http.Request, limit int64) bool {
-	if !idem.CheckContentType(w, r, g.accept...) {
-		return false
-	}
-	if g.streams(r) {
-		return idem.BoundBody(w, r, limit)
-	}
-	return idem.ReadBody(w, r, limit)
-}
-
-// streams reports whether r's body is JSON, which the strict handler
-// decodes as it arrives.
-func (g bodyGate) streams(r *http.Request) bool {
-	if len(g.json) == len(g.accept) {
-		return true
-	}
-	ct := r.Header.Get("Content-Type")
-	for _, t := range g.json {
-		if strings.HasPrefix(ct, t) {
-			return true
-		}
-	}
-	return false
+	gate                idem.Gate
 }
 
 // idempotentRoutes are the annotated operations' routes as oapi-codegen
 // registers them on the gin router, after the BaseURL.
 var idempotentRoutes = map[string]bodyGate{
-	"POST /orders":   {fallback: idem.DefaultMaxJSONBodyBytes, accept: []string{"application/json"}, json: []string{"application/json"}},
-	"POST /payments": {annotated: 65536, fallback: idem.DefaultMaxJSONBodyBytes, accept: []string{"application/json"}, json: []string{"application/json"}},
+	"POST /orders": {fallback: idem.DefaultMaxJSONBodyBytes, gate: idem.Gate{
+		Operation: "createOrder",
+		Accept:    []string{"application/json"},
+		JSON:      []string{"application/json"},
+	}},
+	"POST /payments": {annotated: 65536, fallback: idem.DefaultMaxJSONBodyBytes, gate: idem.Gate{
+		Operation: "createPayment",
+		Accept:    []string{"application/json"},
+		JSON:      []string{"application/json"},
+	}},
 }
 
 // routeGates hands each annotated operation's route its gate as the router
@@ -258,11 +235,12 @@ var idempotentRoutes = map[string]bodyGate{
 type routeGates struct {
 	baseURL    string
 	option     int64 // the handler's MaxBodyBytes
+	problems   idem.ProblemShape
 	registered map[string]bool
 }
 
-func newRouteGates(baseURL string, option int64) *routeGates {
-	return &routeGates{baseURL: baseURL, option: option, registered: make(map[string]bool, len(idempotentRoutes))}
+func newRouteGates(baseURL string, option int64, problems idem.ProblemShape) *routeGates {
+	return &routeGates{baseURL: baseURL, option: option, problems: problems, registered: make(map[string]bool, len(idempotentRoutes))}
 }
 
 // of returns the gate of the route registered as method and path (the
@@ -275,14 +253,15 @@ func (g *routeGates) of(method, path string) func(http.ResponseWriter, *http.Req
 		return nil
 	}
 	g.registered[route] = true
-	limit := gate.fallback
+	pass := gate.gate
+	pass.Limit, pass.Problems = gate.fallback, g.problems
 	switch {
 	case gate.annotated != 0:
-		limit = gate.annotated
+		pass.Limit = gate.annotated
 	case g.option != 0:
-		limit = g.option
+		pass.Limit = g.option
 	}
-	return func(w http.ResponseWriter, r *http.Request) bool { return gate.pass(w, r, limit) }
+	return pass.Pass
 }
 
 // check panics when an annotated operation's route was registered without

@@ -52,11 +52,11 @@ type IdempotentHandlerOptions struct {
 }
 
 // NewIdempotentHandler returns an http.Handler that serves impl, with the
-// Idempotency-Key protocol on every annotated operation and problem+json
-// answers to requests that do not decode, are too large or of a media
-// type the operation does not take.
+// Idempotency-Key protocol on every annotated operation. Requests that do
+// not decode, are too large or of a media type the operation does not
+// take are answered with problem+json.
 func NewIdempotentHandler[T any](impl IdempotentServer[T], store idem.Store[T], opts IdempotentHandlerOptions) http.Handler {
-	errs := idem.ErrorHandlers{Logger: opts.Logger}
+	errs := idem.ErrorHandlers{Logger: opts.Logger, Problems: opts.Problems}
 	middlewares := append([]StrictMiddlewareFunc{withIdempotencyRequest}, opts.StrictMiddlewares...)
 	strict := NewStrictHandlerWithOptions(NewIdempotentStrictServer(impl, store, opts.Options), middlewares, StrictHTTPServerOptions{
 		RequestErrorHandlerFunc:  errs.RequestError,
@@ -68,7 +68,7 @@ func NewIdempotentHandler[T any](impl IdempotentServer[T], store idem.Store[T], 
 	}
 	// Each annotated operation's route checks its body as the router
 	// dispatches to it, before anything reads it (see routeGates).
-	gates := newRouteGates(opts.BaseURL, opts.MaxBodyBytes)
+	gates := newRouteGates(opts.BaseURL, opts.MaxBodyBytes, opts.Problems)
 	HandlerWithOptions(strict, StdHTTPServerOptions{
 		BaseURL:          opts.BaseURL,
 		BaseRouter:       gatedMux{router, gates},
@@ -114,51 +114,30 @@ func (m gatedMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.R
 }
 
 // bodyGate is what an annotated operation's route checks before anything
-// reads the request: that its body is of a media type the operation
-// declares, and its size. The size is bounded by the annotation's
-// max-body, else by the handler's MaxBodyBytes, else by the default for
-// the operation's kind of body. A JSON body is decoded as it arrives; any
-// other is read whole first, for its fingerprint.
+// reads the request (see idem.Gate). The size is bounded by the
+// annotation's max-body, else by the handler's MaxBodyBytes, else by the
+// default for the operation's kind of body.
 type bodyGate struct {
 	annotated, fallback int64
-	// accept are the media types of the operation's request bodies, and
-	// json those of them that are JSON; none when it takes no body.
-	accept, json []string
-}
-
-// pass lets r through with its body bounded to limit bytes, or answers w
-// with a problem and returns false.
-func (g bodyGate) pass(w http.ResponseWriter, r *http.Request, limit int64) bool {
-	if !idem.CheckContentType(w, r, g.accept...) {
-		return false
-	}
-	if g.streams(r) {
-		return idem.BoundBody(w, r, limit)
-	}
-	return idem.ReadBody(w, r, limit)
-}
-
-// streams reports whether r's body is JSON, which the strict handler
-// decodes as it arrives.
-func (g bodyGate) streams(r *http.Request) bool {
-	if len(g.json) == len(g.accept) {
-		return true
-	}
-	ct := r.Header.Get("Content-Type")
-	for _, t := range g.json {
-		if strings.HasPrefix(ct, t) {
-			return true
-		}
-	}
-	return false
+	gate                idem.Gate
 }
 
 // idempotentRoutes are the annotated operations' routes as oapi-codegen
 // registers them on the std-http router, after the BaseURL.
 var idempotentRoutes = map[string]bodyGate{
-	"POST /widgets":            {fallback: idem.DefaultMaxJSONBodyBytes, accept: []string{"application/json"}, json: []string{"application/json"}},
-	"PATCH /widgets/{id}/note": {fallback: idem.DefaultMaxJSONBodyBytes, accept: []string{"text/plain"}},
-	"PUT /widgets/{id}/photo":  {fallback: idem.DefaultMaxMultipartBytes, accept: []string{"multipart/form-data"}},
+	"POST /widgets": {fallback: idem.DefaultMaxJSONBodyBytes, gate: idem.Gate{
+		Operation: "create-widget",
+		Accept:    []string{"application/json"},
+		JSON:      []string{"application/json"},
+	}},
+	"PATCH /widgets/{id}/note": {fallback: idem.DefaultMaxJSONBodyBytes, gate: idem.Gate{
+		Operation: "setWidgetNote",
+		Accept:    []string{"text/plain"},
+	}},
+	"PUT /widgets/{id}/photo": {fallback: idem.DefaultMaxMultipartBytes, gate: idem.Gate{
+		Operation: "uploadWidgetPhoto",
+		Accept:    []string{"multipart/form-data"},
+	}},
 }
 
 // routeGates hands each annotated operation's route its gate as the router
@@ -168,11 +147,12 @@ var idempotentRoutes = map[string]bodyGate{
 type routeGates struct {
 	baseURL    string
 	option     int64 // the handler's MaxBodyBytes
+	problems   idem.ProblemShape
 	registered map[string]bool
 }
 
-func newRouteGates(baseURL string, option int64) *routeGates {
-	return &routeGates{baseURL: baseURL, option: option, registered: make(map[string]bool, len(idempotentRoutes))}
+func newRouteGates(baseURL string, option int64, problems idem.ProblemShape) *routeGates {
+	return &routeGates{baseURL: baseURL, option: option, problems: problems, registered: make(map[string]bool, len(idempotentRoutes))}
 }
 
 // of returns the gate of the route registered as method and path (the
@@ -185,14 +165,15 @@ func (g *routeGates) of(method, path string) func(http.ResponseWriter, *http.Req
 		return nil
 	}
 	g.registered[route] = true
-	limit := gate.fallback
+	pass := gate.gate
+	pass.Limit, pass.Problems = gate.fallback, g.problems
 	switch {
 	case gate.annotated != 0:
-		limit = gate.annotated
+		pass.Limit = gate.annotated
 	case g.option != 0:
-		limit = g.option
+		pass.Limit = g.option
 	}
-	return func(w http.ResponseWriter, r *http.Request) bool { return gate.pass(w, r, limit) }
+	return pass.Pass
 }
 
 // check panics when an annotated operation's route was registered without

@@ -53,14 +53,18 @@ func Check[T any, TB idemtest.TB[TB]](t TB, impl kinds.IdempotentServer[T], stor
 				Body: []byte(`{"amount_cents":1250,"currency":"EUR","customer_id":"cus_42"}`),
 			}
 		}
-		idemtest.Check(t, h, *req, s.createOrderOp.hooks())
+		hooks := s.createOrderOp.hooks()
+		hooks.Problems = opts.Problems
+		idemtest.Check(t, h, *req, hooks)
 	})
 	t.Run("createPayment", func(t TB) {
 		req := reqs.CreatePayment
 		if req == nil {
 			t.Fatal("set Requests.CreatePayment: the spec has no example request for createPayment (the JSON request body has no example)")
 		}
-		idemtest.Check(t, h, *req, s.createPaymentOp.hooks())
+		hooks := s.createPaymentOp.hooks()
+		hooks.Problems = opts.Problems
+		idemtest.Check(t, h, *req, hooks)
 	})
 }
 
