@@ -60,8 +60,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemclient"
 	"github.com/idemgen/idemgen/idem/memstore"
 	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/jackc/pgx/v5"
@@ -82,8 +84,11 @@ type service[T any] struct {
 func (s *service[T]) CreateCharge(ctx context.Context, at *idem.Attempt[T], req CreateChargeRequestObject) (CreateChargeResponseObject, error) {
 	s.mu.Lock()
 	s.runs++
+	first := s.runs == 1
 	s.mu.Unlock()
 	switch {
+	case req.Body.Amount == 500 && first:
+		return nil, errors.New("the first run fails")
 	case req.Body.Amount == 409:
 		close(s.started)
 		<-s.release
@@ -199,6 +204,35 @@ func TestShape(t *testing.T) {
 	close(svc.release)
 	if a := <-done; a.status != 200 {
 		t.Fatalf("the first request: %+v", a)
+	}
+
+	// The generated IdempotentClient retries as Stripe-Should-Retry says:
+	// the failed first run (500, true) again with its key, the API's own
+	// 400 (without the header) not.
+	srv := httptest.NewServer(NewIdempotentHandler(newService[memstore.NoTx](), memstore.New(memstore.Options{}), quiet))
+	defer srv.Close()
+	api, err := NewClient(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retrying := NewIdempotentClient(api, idemclient.Options{BaseDelay: time.Millisecond, MaxDelay: time.Millisecond})
+	declinedToo := true
+	for _, tc := range []struct {
+		name             string
+		body             CreateChargeJSONRequestBody
+		status, attempts int
+	}{
+		{"a failed run", CreateChargeJSONRequestBody{Amount: 500}, 200, 2},
+		{"the API's own 400", CreateChargeJSONRequestBody{Amount: 100, Declined: &declinedToo}, 400, 1},
+	} {
+		resp, call, err := retrying.CreateCharge(context.Background(), &CreateChargeParams{}, tc.body)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || call.Attempts != tc.attempts {
+			t.Errorf("%s: %d after %d attempts, want %d after %d", tc.name, resp.StatusCode, call.Attempts, tc.status, tc.attempts)
+		}
 	}
 
 	// 503: a store that cannot be reached.

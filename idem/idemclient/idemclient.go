@@ -34,6 +34,13 @@ type Options struct {
 	// When set, it makes every call's key, whatever limits an operation
 	// declares for its keys.
 	NewKey func() string
+	// RetryHeader, when set, names a header by which the server says
+	// whether a retry with the same key is right, as Stripe-Should-Retry
+	// does: an answer with it "true" is retried, one with it "false" is
+	// not, whatever its status. An answer without it is retried by its
+	// status alone (409 and 503). A generated IdempotentClient sets it
+	// from the config's errors.retry-header.
+	RetryHeader string
 	// Keys is the format of the keys made when NewKey is nil; the zero
 	// value makes random UUIDs. A generated IdempotentClient sets it for
 	// each operation whose spec limits its Idempotency-Key to keys a UUID
@@ -171,7 +178,7 @@ func Do(ctx context.Context, opts Options, send func(ctx context.Context, key st
 	for {
 		call.Attempts++
 		resp, err := send(ctx, call.Key)
-		if err == nil && !retryable(resp.StatusCode) {
+		if err == nil && !opts.retryable(resp) {
 			call.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
 			return resp, call, nil
 		}
@@ -197,9 +204,18 @@ func Do(ctx context.Context, opts Options, send func(ctx context.Context, key st
 	}
 }
 
-// retryable reports the answers a retry with the same key may change.
-func retryable(status int) bool {
-	return status == http.StatusConflict || status == http.StatusServiceUnavailable
+// retryable reports the answers a retry with the same key may change:
+// as the server's retry header says, else by the status.
+func (o Options) retryable(resp *http.Response) bool {
+	if o.RetryHeader != "" {
+		switch resp.Header.Get(o.RetryHeader) {
+		case "true":
+			return true
+		case "false":
+			return false
+		}
+	}
+	return resp.StatusCode == http.StatusConflict || resp.StatusCode == http.StatusServiceUnavailable
 }
 
 func (o Options) withDefaults() Options {

@@ -192,3 +192,56 @@ func TestKeysOption(t *testing.T) {
 		}
 	}
 }
+
+// With RetryHeader, the server's word decides: a 500 it says to retry is
+// retried, a 409 it says not to retry is not, and an answer without the
+// header is retried by its status.
+func TestRetryHeader(t *testing.T) {
+	type answer struct {
+		status int
+		retry  string
+	}
+	for _, tc := range []struct {
+		name     string
+		script   []answer
+		status   int
+		attempts int
+	}{
+		{"500 the server says to retry", []answer{{500, "true"}, {201, ""}}, 201, 2},
+		{"409 the server says not to retry", []answer{{409, "false"}}, 409, 1},
+		{"422 the server says not to retry", []answer{{422, "false"}}, 422, 1},
+		{"no header: by the status", []answer{{503, ""}, {201, ""}}, 201, 2},
+		{"no header, 500: not retried", []answer{{500, ""}}, 500, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			n := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				a := tc.script[min(n, len(tc.script)-1)]
+				n++
+				mu.Unlock()
+				if a.retry != "" {
+					w.Header().Set("Stripe-Should-Retry", a.retry)
+				}
+				w.WriteHeader(a.status)
+			}))
+			defer srv.Close()
+			opts := idemclient.Options{RetryHeader: "Stripe-Should-Retry", BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}
+			resp, c, err := idemclient.Do(context.Background(), opts, func(ctx context.Context, key string) (*http.Response, error) {
+				req, err := http.NewRequestWithContext(ctx, "POST", srv.URL, nil)
+				if err != nil {
+					return nil, err
+				}
+				return srv.Client().Do(req)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || c.Attempts != tc.attempts {
+				t.Fatalf("answer %d after %d attempts, want %d after %d", resp.StatusCode, c.Attempts, tc.status, tc.attempts)
+			}
+		})
+	}
+}
