@@ -50,9 +50,11 @@ var layerAnswers = []layerAnswer{
 // augmentSpec returns a copy of the spec, in its own format (YAML or
 // JSON), in which every annotated operation documents the protocol for
 // clients and docs: the Idempotency-Key header parameter, unless the
-// operation declares its own; 400, 409, 422 and 503 problem responses it
-// does not declare already; Idempotent-Replayed on its success responses;
-// and Retry-After on 409 and 503. Everything else is left as it was.
+// operation declares its own; the layer's answers (layerAnswers), in
+// problem+json or the config's error shape, beside any answer the
+// operation declares for the same status; Idempotent-Replayed on its
+// success responses; and the headers the answers may carry. Everything
+// else is left as it was.
 func augmentSpec(file string, src []byte, m *model) ([]byte, error) {
 	doc, err := annotation.Parse(file, src)
 	if err != nil {
