@@ -62,6 +62,19 @@ func BindFormUnions(ctx context.Context, body any) error {
 	return nil
 }
 
+// FormHasUnions reports whether body, a pointer to a form body's struct
+// (a nil one will do), has fields BindFormUnions binds. The generated
+// handler asks once, when it is made, so that a form without unions costs
+// nothing per request.
+func FormHasUnions(body any) bool {
+	t := reflect.TypeOf(body)
+	if t == nil || t.Kind() != reflect.Pointer {
+		return false
+	}
+	b := formBinder{unions: map[reflect.Type]bool{}}
+	return b.hasUnion(t)
+}
+
 // formFieldError is a form field that cannot be read, by its name in the
 // form.
 type formFieldError struct{ field, msg string }

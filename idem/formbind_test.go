@@ -191,6 +191,21 @@ func TestBindFormUnionsNothing(t *testing.T) {
 	}
 }
 
+// FormHasUnions tells the bodies BindFormUnions has work on from the
+// rest, from their type alone.
+func TestFormHasUnions(t *testing.T) {
+	type plain struct {
+		Name *string `json:"name"`
+		Tags []string
+	}
+	if !idem.FormHasUnions((*formBody)(nil)) {
+		t.Error("a body with union fields: false")
+	}
+	if idem.FormHasUnions((*plain)(nil)) || idem.FormHasUnions(nil) || idem.FormHasUnions(plain{}) {
+		t.Error("a body without union fields, nil or not a pointer: true")
+	}
+}
+
 // TestJSONValue holds any JSON value and encodes as it, also through a
 // type declared from it, as a response type is.
 func TestJSONValue(t *testing.T) {

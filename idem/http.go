@@ -165,11 +165,13 @@ func checkContentType(w http.ResponseWriter, r *http.Request, shape ProblemShape
 type Gate struct {
 	// Operation names the operation in the answers.
 	Operation string
-	// KeyRequired is set when the operation declares a required
-	// Idempotency-Key header parameter itself: the binder would refuse a
-	// request without one with a generic error before the protocol sees
-	// it, so the gate answers the protocol's missing-key problem first.
-	KeyRequired bool
+	// KeyDeclared is set when the operation declares an Idempotency-Key
+	// header parameter itself, and KeyRequired when that is required. The
+	// parameters' binder would refuse a request without the key, or with
+	// it twice, with a generic error before the protocol sees it, so the
+	// gate answers with the protocol's missing-key and invalid-key
+	// problems first.
+	KeyDeclared, KeyRequired bool
 	// Accept are the media types of the operation's request bodies, and
 	// JSON those of them that are JSON, decoded as they arrive; none when
 	// it takes no body. Any other body is read whole first, for its
@@ -185,14 +187,13 @@ type Gate struct {
 // Pass lets r through, its body bounded, or answers w with a problem and
 // returns false: the request must go no further.
 func (g *Gate) Pass(w http.ResponseWriter, r *http.Request) bool {
-	if g.KeyRequired {
-		switch _, err := ParseKey(r.Header.Values(HeaderKey)); {
-		case errors.Is(err, ErrNoKey):
+	if g.KeyDeclared || g.KeyRequired {
+		switch values := r.Header.Values(HeaderKey); {
+		case len(values) == 0 && g.KeyRequired:
 			writeProblem(w, g.Problems, missingKeyProblem(g.Operation))
 			return false
-		case len(r.Header.Values(HeaderKey)) > 1:
-			// The binder takes exactly one value, and would say so
-			// generically.
+		case len(values) > 1:
+			_, err := ParseKey(values)
 			writeProblem(w, g.Problems, invalidKeyProblem(err, "a single key"))
 			return false
 		}

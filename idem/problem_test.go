@@ -122,4 +122,18 @@ func TestGateAnswersInShape(t *testing.T) {
 	if !gate.Pass(httptest.NewRecorder(), req) {
 		t.Error("a valid request did not pass")
 	}
+
+	// A declared key, optional, sent twice: the protocol's invalid-key
+	// problem, not the binder's; sent not at all, through to the handler.
+	optional := &idem.Gate{Operation: "createCharge", KeyDeclared: true, Problems: stripeShape}
+	req = httptest.NewRequest("POST", "/v1/charges", nil)
+	req.Header.Add(idem.HeaderKey, "a")
+	req.Header.Add(idem.HeaderKey, "b")
+	rec := httptest.NewRecorder()
+	if optional.Pass(rec, req) || rec.Code != 400 || stripeShape.ProblemType(rec.Header(), rec.Body.Bytes()) != idem.TypeInvalidKey {
+		t.Errorf("a declared key sent twice: %d %s; want 400 %s", rec.Code, rec.Body, idem.TypeInvalidKey)
+	}
+	if !optional.Pass(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/charges", nil)) {
+		t.Error("an optional declared key left out did not pass")
+	}
 }

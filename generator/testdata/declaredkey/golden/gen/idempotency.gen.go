@@ -123,9 +123,10 @@ type bodyGate struct {
 // registers them on the std-http router, after the BaseURL.
 var idempotentRoutes = map[string]bodyGate{
 	"POST /transfers": {fallback: idem.DefaultMaxJSONBodyBytes, gate: idem.Gate{
-		Operation: "createTransfer",
-		Accept:    []string{"application/json"},
-		JSON:      []string{"application/json"},
+		Operation:   "createTransfer",
+		KeyDeclared: true,
+		Accept:      []string{"application/json"},
+		JSON:        []string{"application/json"},
 	}},
 }
 

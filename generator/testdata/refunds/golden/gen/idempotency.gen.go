@@ -201,12 +201,14 @@ func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store
 			TTL:   24 * time.Hour,
 			Lease: time.Minute,
 		},
+		createChargeOpFormUnions: idem.FormHasUnions(CreateChargeRequestObject{}.Body),
 		updateCustomerOp: idem.Operation{
 			Name:               "updateCustomer",
 			TTL:                20 * time.Minute,
 			Lease:              time.Minute,
 			FingerprintExclude: []string{"/JSON/metadata/trace_id", "/Formdata/metadata[trace_id]"},
 		},
+		updateCustomerOpFormUnions: idem.FormHasUnions(UpdateCustomerRequestObject{}.FormdataBody),
 		createRefundOp: idem.Operation{
 			Name:               "createRefund",
 			KeyOptional:        true,
@@ -218,11 +220,13 @@ func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store
 }
 
 type idempotentServer[T any] struct {
-	impl             IdempotentServer[T]
-	engine           *idem.Engine[T]
-	createChargeOp   idem.Operation
-	updateCustomerOp idem.Operation
-	createRefundOp   idem.Operation
+	impl                       IdempotentServer[T]
+	engine                     *idem.Engine[T]
+	createChargeOp             idem.Operation
+	createChargeOpFormUnions   bool // its form body has fields idem.BindFormUnions binds
+	updateCustomerOp           idem.Operation
+	updateCustomerOpFormUnions bool // its form body has fields idem.BindFormUnions binds
+	createRefundOp             idem.Operation
 }
 
 func (s *idempotentServer[T]) CreateCharge(ctx context.Context, request CreateChargeRequestObject) (CreateChargeResponseObject, error) {
@@ -231,8 +235,10 @@ func (s *idempotentServer[T]) CreateCharge(ctx context.Context, request CreateCh
 	}
 	// The strict server's form binder leaves the fields whose schema is a
 	// union (oneOf, anyOf) unset; they are bound here, or the request is a 400.
-	if err := idem.BindFormUnions(ctx, request.Body); err != nil {
-		return nil, err
+	if s.createChargeOpFormUnions {
+		if err := idem.BindFormUnions(ctx, request.Body); err != nil {
+			return nil, err
+		}
 	}
 	fingerprint, err := createChargeFingerprint(ctx, request)
 	if err != nil {
@@ -263,8 +269,10 @@ func (s *idempotentServer[T]) UpdateCustomer(ctx context.Context, request Update
 	}
 	// The strict server's form binder leaves the fields whose schema is a
 	// union (oneOf, anyOf) unset; they are bound here, or the request is a 400.
-	if err := idem.BindFormUnions(ctx, request.FormdataBody); err != nil {
-		return nil, err
+	if s.updateCustomerOpFormUnions {
+		if err := idem.BindFormUnions(ctx, request.FormdataBody); err != nil {
+			return nil, err
+		}
 	}
 	fingerprint, err := updateCustomerFingerprint(ctx, request)
 	if err != nil {

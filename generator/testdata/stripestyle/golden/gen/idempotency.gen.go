@@ -128,6 +128,7 @@ type bodyGate struct {
 var idempotentRoutes = map[string]bodyGate{
 	"POST /v1/charges": {annotated: 1024, fallback: idem.DefaultMaxJSONBodyBytes, gate: idem.Gate{
 		Operation:   "createCharge",
+		KeyDeclared: true,
 		KeyRequired: true,
 		Accept:      []string{"application/json"},
 		JSON:        []string{"application/json"},
