@@ -85,7 +85,7 @@ func TestGenerateRejectsBadAnnotations(t *testing.T) {
           description: ok
 `,
 			line: 11, col: 9,
-			msg: `x-idempotent: unknown key "retries"; expected one of required, ttl, lease, mode, recovery-points, fingerprint, scope, max-body`,
+			msg: `x-idempotent: unknown key "retries"; expected one of required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body`,
 		},
 		{
 			name: "octet-stream request body",
@@ -337,6 +337,53 @@ func TestGenerateRejectsBadAnnotations(t *testing.T) {
 `,
 			line: 18, col: 7,
 			msg: `x-idempotent on POST /things/done: recovery point "paid" makes the phase method CreateThingAfterDoneAfterPaid of IdempotentServer, which is already the phase method of createThing after "done_after_paid"; expected a recovery point or operationId that makes another name`,
+		},
+		{
+			name: "abandoned: complete with a multipart body",
+			operation: `    post:
+      operationId: uploadThing
+      x-idempotent:
+        mode: phased
+        recovery-points: [stored]
+        abandoned: complete
+        complete-after: 30m
+      requestBody:
+        content:
+          multipart/form-data:
+            schema:
+              type: object
+              properties:
+                caption:
+                  type: string
+                photo:
+                  type: string
+                  format: binary
+      responses:
+        "201":
+          description: ok
+`,
+			line: 12, col: 20,
+			msg: "x-idempotent on POST /things: abandoned: complete: request body multipart/form-data is a stream, which the completer cannot store to resume the attempt with; expected abandoned: fail, or a JSON request body",
+		},
+		{
+			name: "abandoned: complete with a multipart body beside a JSON one",
+			operation: `    put:
+      operationId: replaceThing
+      x-idempotent: {mode: phased, recovery-points: [stored], abandoned: complete}
+      requestBody:
+        content:
+          application/json:
+            schema:
+              $ref: "#/components/schemas/Thing"
+          multipart/form-data:
+            schema:
+              $ref: "#/components/schemas/Thing"
+      responses:
+        "200":
+          description: ok
+`,
+			line: 9, col: 74,
+			msg: "x-idempotent on PUT /things: abandoned: complete: request body multipart/form-data is a stream, which the completer cannot store to resume the attempt with; expected abandoned: fail, or a JSON request body",
 		},
 		{
 			name: "recovery point named like a declaration",

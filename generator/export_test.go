@@ -79,3 +79,21 @@ func ContractRoundTrip(res *Result) (written, reread string, ok bool) {
 	}
 	return res.model.Contract, "", false
 }
+
+// AbandonedSetting is what an operation's model holds of abandoned and
+// complete-after.
+type AbandonedSetting struct {
+	Abandoned, CompleteAfter, CompleteAfterText string
+}
+
+// AbandonedSettings maps res's annotated operations, by name, to what
+// their models hold of abandoned and complete-after.
+func AbandonedSettings(res *Result) map[string]AbandonedSetting {
+	settings := make(map[string]AbandonedSetting)
+	for _, op := range res.model.Operations {
+		if op.Idempotent {
+			settings[op.Name] = AbandonedSetting{op.Abandoned, op.CompleteAfter, op.CompleteAfterText}
+		}
+	}
+	return settings
+}

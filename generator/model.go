@@ -105,6 +105,17 @@ type operation struct {
 	// nil for an atomic one.
 	Points []recoveryPoint
 
+	// Abandoned is what the completer does with an attempt of a phased
+	// operation whose lease has passed and whose client has not come back
+	// for CompleteAfter: "complete" resumes it at its recovery point and
+	// stores the final response, "fail" stores the attempt-abandoned
+	// problem; "" leaves it for a retry and the sweeper.
+	Abandoned string
+	// CompleteAfter is a Go expression, like TTL and Lease, and
+	// CompleteAfterText the duration as the docs write it; both "" when
+	// Abandoned is "".
+	CompleteAfter, CompleteAfterText string
+
 	pos annotation.Position // the x-idempotent key, for errors
 
 	// What the operation's contract records besides the fields above
@@ -255,6 +266,10 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 			op.Points = append(op.Points, recoveryPoint{Name: p, Const: op.GoName + goName, Phase: op.GoName + "After" + goName})
 		}
 	}
+	if a.Abandoned != "" {
+		op.Abandoned = a.Abandoned
+		op.CompleteAfter, op.CompleteAfterText = durationExpr(a.CompleteAfter), durationText(a.CompleteAfter)
+	}
 
 	excluded, err := excludedParams(d, a.FingerprintExclude)
 	if err != nil {
@@ -277,12 +292,14 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	op.Fingerprint.Header = paramParts(d.HeaderParams, "request.Params.", excluded)
 
 	jsonSchema, body, tags, err := requestBody(d)
+	var multipart string // the media type of the multipart body
 	for _, b := range d.Bodies {
 		op.Accept = append(op.Accept, b.ContentType)
 		if b.IsJSON() {
 			op.AcceptJSON = append(op.AcceptJSON, b.ContentType)
 		}
 		if b.NameTag == "Multipart" {
+			multipart = b.ContentType
 			op.Multipart = "Body"
 			if len(d.Bodies) > 1 {
 				op.Multipart = "MultipartBody"
@@ -291,6 +308,16 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	}
 	if err != nil {
 		return fail(a.Pos, "%v", err)
+	}
+	if a.Abandoned == annotation.AbandonedComplete && multipart != "" {
+		// The completer resumes an attempt with the request stored as
+		// JSON when the handler first received it; a multipart body is
+		// a stream, read once.
+		pos := a.Pos
+		if a.AbandonedAt != nil {
+			pos = *a.AbandonedAt
+		}
+		return fail(pos, "abandoned: complete: request body %s is a stream, which the completer cannot store to resume the attempt with; expected abandoned: fail, or a JSON request body", multipart)
 	}
 	op.Fingerprint.Body = body
 	if err := replayable(d); err != nil {

@@ -22,6 +22,8 @@
 //	        lease: 30s
 //	        mode: phased        # atomic (default) or phased
 //	        recovery-points: [payment_created, charge_created]
+//	        abandoned: complete # phased only: complete or fail (default: left for a retry)
+//	        complete-after: 30m # with abandoned (default 1h)
 //	        fingerprint:
 //	          exclude: [/metadata/trace_id, /note]
 //	        scope: {function: true}   # or {header: NAME}, both keys, or none
@@ -68,12 +70,31 @@ const (
 	ModePhased = "phased"
 )
 
+// What becomes of an attempt of a phased operation whose lease has passed
+// and whose client has not come back for its CompleteAfter: the
+// completer running inside the service drives it to the end.
+const (
+	// AbandonedComplete resumes the attempt at its recovery point with
+	// the request as the handler first received it and stores the final
+	// response, so the client's eventual retry replays it.
+	AbandonedComplete = "complete"
+	// AbandonedFail stores the terminal attempt-abandoned problem, as
+	// idemgen sweep -fail does.
+	AbandonedFail = "fail"
+)
+
 // Built-in defaults, used when neither the operation nor x-idempotency
 // sets a value.
 const (
 	DefaultTTL   = 24 * time.Hour
 	DefaultLease = time.Minute
+	// DefaultCompleteAfter applies when abandoned is set without
+	// complete-after.
+	DefaultCompleteAfter = time.Hour
 )
+
+// MinCompleteAfter is the shortest complete-after.
+const MinCompleteAfter = time.Second
 
 // Position is a place in a spec file. Line and Column start at 1; Column
 // counts characters, not bytes.
@@ -105,6 +126,16 @@ type Operation struct {
 	FingerprintExclude []Pointer
 	Scope              Scope
 	Pos                Position // position of the x-idempotent key
+
+	// Abandoned is what the completer does with an attempt of a phased
+	// operation abandoned partway: AbandonedComplete, AbandonedFail, or
+	// "" to leave it for a retry to take over and the sweeper to report.
+	Abandoned string
+	// AbandonedAt is where abandoned is written, nil when it is not.
+	AbandonedAt *Position
+	// CompleteAfter is how long after its lease ended, with no retry, an
+	// attempt counts as abandoned; 0 when Abandoned is "".
+	CompleteAfter time.Duration
 }
 
 // Scope says what an operation's keys are scoped by: a request header,

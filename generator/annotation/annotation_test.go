@@ -123,6 +123,57 @@ paths:
 			}},
 		},
 		{
+			name: "abandoned attempts of phased operations",
+			src: spec(`
+paths:
+  /a:
+    post:
+      x-idempotent:
+        mode: phased
+        recovery-points: [payment_created, charge_created]
+        abandoned: complete
+        complete-after: 30m
+  /b:
+    post:
+      x-idempotent: {mode: phased, recovery-points: [a], abandoned: fail}
+    put:
+      x-idempotent: {mode: phased, recovery-points: [a], abandoned: complete, complete-after: 1s}
+    patch:
+      x-idempotent: {mode: phased, recovery-points: [a], complete-after: 1d12h, abandoned: fail}
+    delete:
+      x-idempotent: {mode: phased, recovery-points: [a]}
+`),
+			want: []Operation{
+				with(annotated("/a", "POST", at(4, 7)), func(o *Operation) {
+					o.Mode, o.RecoveryPoints = ModePhased, []string{"payment_created", "charge_created"}
+					o.Abandoned, o.AbandonedAt, o.CompleteAfter = AbandonedComplete, atp(7, 20), 30*time.Minute
+				}),
+				with(annotated("/b", "DELETE", at(17, 7)), func(o *Operation) {
+					o.Mode, o.RecoveryPoints = ModePhased, []string{"a"}
+				}),
+				with(annotated("/b", "PATCH", at(15, 7)), func(o *Operation) {
+					o.Mode, o.RecoveryPoints = ModePhased, []string{"a"}
+					o.Abandoned, o.AbandonedAt, o.CompleteAfter = AbandonedFail, atp(15, 92), 36*time.Hour
+				}),
+				with(annotated("/b", "POST", at(11, 7)), func(o *Operation) {
+					o.Mode, o.RecoveryPoints = ModePhased, []string{"a"}
+					o.Abandoned, o.AbandonedAt, o.CompleteAfter = AbandonedFail, atp(11, 69), DefaultCompleteAfter
+				}),
+				with(annotated("/b", "PUT", at(13, 7)), func(o *Operation) {
+					o.Mode, o.RecoveryPoints = ModePhased, []string{"a"}
+					o.Abandoned, o.AbandonedAt, o.CompleteAfter = AbandonedComplete, atp(13, 69), time.Second
+				}),
+			},
+		},
+		{
+			name: "abandoned in JSON",
+			src:  `{"paths": {"/a": {"post": {"x-idempotent": {"mode": "phased", "recovery-points": ["a"], "abandoned": "complete", "complete-after": "45s"}}}}}`,
+			want: []Operation{with(annotated("/a", "POST", at(1, 28)), func(o *Operation) {
+				o.Mode, o.RecoveryPoints = ModePhased, []string{"a"}
+				o.Abandoned, o.AbandonedAt, o.CompleteAfter = AbandonedComplete, atp(1, 102), 45*time.Second
+			})},
+		},
+		{
 			name: "document defaults apply and operations override them",
 			src: spec(`
 x-idempotency:
@@ -331,7 +382,7 @@ paths:
 }
 
 func TestReadErrors(t *testing.T) {
-	const anyType = "expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, fingerprint, scope, max-body"
+	const anyType = "expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body"
 	const durationHint = "expected a Go duration such as 90s, 15m or 24h, or days such as 7d"
 	const badPoint = "is not a valid recovery point; expected a name that starts with a letter and has only letters, digits, _ or -, such as payment_created"
 	runReadCases(t, []readCase{
@@ -371,7 +422,7 @@ paths:
 `),
 			errs: []string{
 				`spec.yaml:2:3: x-idempotency: unknown key "mode"; expected one of ttl, lease, required, scope, max-body`,
-				`spec.yaml:7:9: x-idempotent: unknown key "retries"; expected one of required, ttl, lease, mode, recovery-points, fingerprint, scope, max-body`,
+				`spec.yaml:7:9: x-idempotent: unknown key "retries"; expected one of required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body`,
 				`spec.yaml:9:11: x-idempotent.fingerprint: unknown key "include"; expected exclude`,
 			},
 		},
@@ -613,6 +664,60 @@ paths:
 				`spec.yaml:10:53: x-idempotent.recovery-points: the list is empty; expected at least one recovery point when mode is phased`,
 				`spec.yaml:13:39: x-idempotent.recovery-points: only allowed when mode is phased; expected mode: phased beside it, or no recovery-points`,
 				`spec.yaml:16:53: x-idempotent.recovery-points: only allowed when mode is phased; expected mode: phased beside it, or no recovery-points`,
+			},
+		},
+		{
+			name: "abandoned and complete-after",
+			src: spec(`
+paths:
+  /a:
+    post:
+      x-idempotent:
+        mode: phased
+        recovery-points: [a]
+        abandoned: finish
+        complete-after: 30m
+    put:
+      x-idempotent: {mode: phased, recovery-points: [a], abandoned: true, complete-after: 500ms}
+    patch:
+      x-idempotent: {mode: phased, recovery-points: [a], abandoned: Complete, complete-after: 30}
+    delete:
+      x-idempotent: {mode: phased, recovery-points: [a], abandoned: fail, complete-after: 0s}
+  /b:
+    post:
+      x-idempotent: {mode: phased, recovery-points: [a], abandoned: fail, complete-after: soon}
+    put:
+      x-idempotent: {mode: phased, recovery-points: [a], abandoned: fail, complete-after: 999999999d}
+    patch:
+      x-idempotent:
+        mode: phased
+        recovery-points: [a]
+        complete-after: 30m
+  /c:
+    post:
+      x-idempotent: {abandoned: complete, complete-after: 30m}
+    put:
+      x-idempotent: {mode: atomic, abandoned: fail}
+    patch:
+      x-idempotent: {complete-after: 1h}
+    delete:
+      x-idempotent: {mode: fast, abandoned: fail}
+`),
+			errs: []string{
+				`spec.yaml:7:20: x-idempotent.abandoned: "finish" is not an action; expected complete or fail`,
+				`spec.yaml:10:69: x-idempotent.abandoned: true is a bool; expected complete or fail`,
+				`spec.yaml:10:91: x-idempotent.complete-after: "500ms" is shorter than 1s; expected at least 1s, such as 30m`,
+				`spec.yaml:12:69: x-idempotent.abandoned: "Complete" is not an action; expected complete or fail`,
+				`spec.yaml:12:95: x-idempotent.complete-after: 30 is a number; expected a Go duration such as 90s, 15m or 24h, or days such as 7d`,
+				`spec.yaml:14:91: x-idempotent.complete-after: "0s" is not positive; expected a duration greater than zero, such as 90s`,
+				`spec.yaml:17:91: x-idempotent.complete-after: "soon" is not a duration; expected a Go duration such as 90s, 15m or 24h, or days such as 7d`,
+				`spec.yaml:19:91: x-idempotent.complete-after: "999999999d" is too long; expected at most 106751d`,
+				`spec.yaml:24:25: x-idempotent.complete-after: only allowed beside abandoned; expected abandoned: complete or fail beside it`,
+				`spec.yaml:27:33: x-idempotent.abandoned: only allowed when mode is phased; expected mode: phased beside it, or no abandoned`,
+				`spec.yaml:27:59: x-idempotent.complete-after: only allowed when mode is phased; expected mode: phased beside it, or no complete-after`,
+				`spec.yaml:29:47: x-idempotent.abandoned: only allowed when mode is phased; expected mode: phased beside it, or no abandoned`,
+				`spec.yaml:31:38: x-idempotent.complete-after: only allowed when mode is phased; expected mode: phased beside it, or no complete-after`,
+				`spec.yaml:33:28: x-idempotent.mode: "fast" is not a mode; expected atomic or phased`,
 			},
 		},
 		{

@@ -253,6 +253,16 @@ func (r *reader) build(path, method, id string, key *yaml.Node, s settings, defs
 		op.Mode = s.mode
 	}
 	r.checkRecoveryPoints(s)
+	r.checkAbandoned(s)
+	if s.abandoned != "" {
+		op.Abandoned = s.abandoned
+		pos := r.pos(s.abandonedNode)
+		op.AbandonedAt = &pos
+		op.CompleteAfter = DefaultCompleteAfter
+		if s.completeAfter != nil {
+			op.CompleteAfter = s.completeAfter.value
+		}
+	}
 	return op
 }
 

@@ -22,6 +22,7 @@ var fuzzSeeds = []string{
 	"x-idempotency: {scope: {header: X-Account-Id}}\npaths:\n  /a:\n    post:\n      x-idempotent: {scope: none}\n    put:\n      x-idempotent: true\n",
 	"paths:\n  /a:\n    post:\n      x-idempotent:\n        scope: {header: Idempotency-Key, function: true, query: a}\n",
 	`{"x-idempotency": {"scope": "none"}, "paths": {"/a": {"post": {"x-idempotent": {"scope": {"function": false}}}}}}`,
+	"paths:\n  /p:\n    post:\n      x-idempotent: {mode: phased, recovery-points: [a], abandoned: complete, complete-after: 30m}\n    put:\n      x-idempotent: {mode: phased, recovery-points: [a], abandoned: fail}\n    patch:\n      x-idempotent: {complete-after: 1s}\n",
 }
 
 func FuzzRead(f *testing.F) {
@@ -80,7 +81,28 @@ func checkOperations(t *testing.T, ops []Operation) {
 		case op.Pos.Line < 1 || op.Pos.Column < 1:
 			t.Fatalf("bad position %v", op.Pos)
 		}
+		checkAbandoned(t, op)
 		checkScope(t, op.Scope)
+	}
+}
+
+func checkAbandoned(t *testing.T, op Operation) {
+	switch op.Abandoned {
+	case "":
+		if op.AbandonedAt != nil || op.CompleteAfter != 0 {
+			t.Fatalf("abandoned unset, yet at %v, complete-after %v", op.AbandonedAt, op.CompleteAfter)
+		}
+	case AbandonedComplete, AbandonedFail:
+		switch {
+		case op.Mode != ModePhased:
+			t.Fatalf("abandoned accepted with mode %q", op.Mode)
+		case op.CompleteAfter < MinCompleteAfter:
+			t.Fatalf("complete-after %v accepted", op.CompleteAfter)
+		case op.AbandonedAt == nil || op.AbandonedAt.Line < 1 || op.AbandonedAt.Column < 1:
+			t.Fatalf("abandoned at a bad position %v", op.AbandonedAt)
+		}
+	default:
+		t.Fatalf("abandoned %q accepted", op.Abandoned)
 	}
 }
 

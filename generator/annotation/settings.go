@@ -63,6 +63,11 @@ type settings struct {
 	exclude    []Pointer
 	scope      *Scope
 	maxBody    int64 // 0 when absent or invalid
+
+	abandoned         string     // "" when absent or invalid
+	abandonedNode     *yaml.Node // the abandoned value, even when invalid
+	completeAfter     *duration
+	completeAfterNode *yaml.Node // the complete-after value, even when invalid
 }
 
 func (r *reader) defaults(f *entry) defaults {
@@ -121,7 +126,7 @@ func (r *reader) annotation(f *entry) (s settings, annotated bool) {
 	if b, ok := boolValue(f.value); ok {
 		return settings{}, b
 	}
-	r.errorf(f.value, "x-idempotent: %s; expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, fingerprint, scope, max-body", describe(f.value))
+	r.errorf(f.value, "x-idempotent: %s; expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body", describe(f.value))
 	return settings{}, true
 }
 
@@ -145,6 +150,12 @@ func (r *reader) settings(m *yaml.Node) settings {
 		case "recovery-points":
 			s.pointsNode = f.value
 			s.points = r.recoveryPoints(f.value)
+		case "abandoned":
+			s.abandonedNode = f.value
+			s.abandoned = r.abandoned(f.value)
+		case "complete-after":
+			s.completeAfterNode = f.value
+			s.completeAfter = r.completeAfter(f.value)
 		case "fingerprint":
 			s.exclude = r.fingerprint(f.value)
 		case "scope":
@@ -152,7 +163,7 @@ func (r *reader) settings(m *yaml.Node) settings {
 		case "max-body":
 			s.maxBody = r.size(field+".max-body", f.value)
 		default:
-			r.errorf(f.key, "%s: unknown key %s; expected one of required, ttl, lease, mode, recovery-points, fingerprint, scope, max-body", field, quote(f.key.Value))
+			r.errorf(f.key, "%s: unknown key %s; expected one of required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body", field, quote(f.key.Value))
 		}
 	}
 	return s
@@ -247,6 +258,59 @@ func (r *reader) checkRecoveryPoints(s settings) {
 		r.errorf(s.pointsNode, "%s: the list is empty; expected at least one recovery point when mode is phased", field)
 	case !phased && s.pointsNode != nil:
 		r.errorf(s.pointsNode, "%s: only allowed when mode is phased; expected mode: phased beside it, or no recovery-points", field)
+	}
+}
+
+func (r *reader) abandoned(v *yaml.Node) string {
+	const expected = "expected complete or fail"
+	if !isString(v) {
+		r.errorf(v, "x-idempotent.abandoned: %s; %s", describe(v), expected)
+		return ""
+	}
+	if v.Value != AbandonedComplete && v.Value != AbandonedFail {
+		r.errorf(v, "x-idempotent.abandoned: %s is not an action; %s", quote(v.Value), expected)
+		return ""
+	}
+	return v.Value
+}
+
+// completeAfter reads complete-after: a duration like a ttl's, of at
+// least MinCompleteAfter. Like a ttl, it has no bound beyond what a
+// duration holds.
+func (r *reader) completeAfter(v *yaml.Node) *duration {
+	const field = "x-idempotent.complete-after"
+	d := r.duration(field, v, levelOperation)
+	if d != nil && d.value < MinCompleteAfter {
+		r.errorf(v, "%s: %s is shorter than 1s; expected at least 1s, such as 30m", field, quote(v.Value))
+		return nil
+	}
+	return d
+}
+
+// checkAbandoned enforces that abandoned and complete-after come with the
+// phased mode, since only a phased attempt has a recovery point to resume
+// at, and that complete-after comes with abandoned, since without it no
+// completer runs.
+func (r *reader) checkAbandoned(s settings) {
+	if s.abandonedNode == nil && s.completeAfterNode == nil {
+		return
+	}
+	switch {
+	case s.modeNode != nil && s.mode == "":
+		// an invalid mode, already reported: whether these apply is unknown
+	case s.mode != ModePhased:
+		for _, k := range []struct {
+			name string
+			node *yaml.Node
+		}{{"abandoned", s.abandonedNode}, {"complete-after", s.completeAfterNode}} {
+			if k.node != nil {
+				r.errorf(k.node, "x-idempotent.%s: only allowed when mode is phased; expected mode: phased beside it, or no %s", k.name, k.name)
+			}
+		}
+		return
+	}
+	if s.abandonedNode == nil {
+		r.errorf(s.completeAfterNode, "x-idempotent.complete-after: only allowed beside abandoned; expected abandoned: complete or fail beside it")
 	}
 }
 
