@@ -16,7 +16,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -49,6 +48,13 @@ type Operation struct {
 	// limits of an Idempotency-Key parameter the spec declares itself.
 	KeyMinLen, KeyMaxLen int
 	KeyPattern           *regexp.Regexp
+	// Abandoned says what a Completer does with a phased attempt whose
+	// lease passed CompleteAfter ago without a retry: the annotation's
+	// abandoned. The zero value leaves it for a retry to take over.
+	Abandoned Abandoned
+	// CompleteAfter is how long after its lease passed an attempt counts
+	// as abandoned by its client; zero means an hour.
+	CompleteAfter time.Duration
 	// ScopeHeader names a request header whose value scopes the keys, as
 	// the spec's scope: {header: NAME} says: a request without it gets a
 	// 400 problem naming it. With Options.Scope also set, a key's scope
@@ -91,8 +97,15 @@ type Options struct {
 	// problem. When the operation also has a ScopeHeader, the key's scope
 	// is this one and the header's value, joined by ScopeSeparator.
 	Scope func(ctx context.Context, r *http.Request) (string, error)
-	// Logger receives errors and claim events; nil uses slog.Default().
+	// Logger receives one record per request of an annotated operation,
+	// with its outcome (see NewLogTracer), and the errors of the store's
+	// housekeeping; nil uses slog.Default().
 	Logger *slog.Logger
+	// Tracer observes every request's outcome, and its steps when it is
+	// also a StepTracer, beside the Logger: the OpenTelemetry adapter in
+	// package idemotel, say, or your own. Nil observes only through the
+	// Logger.
+	Tracer Tracer
 	// RetryAfter is sent with 503 answers and with 409s on an atomic
 	// attempt; zero means one second.
 	RetryAfter time.Duration
@@ -110,6 +123,16 @@ type Options struct {
 	Secret []byte
 }
 
+// Observer is what requests are reported to: a log tracer on the Logger
+// (see NewLogTracer), then the Tracer.
+func (o Options) Observer() Tracer {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return Tracers(NewLogTracer(log, LogTracerOptions{}), o.Tracer)
+}
+
 // Engine runs requests of annotated operations through the protocol.
 type Engine[T any] struct {
 	store         Store[T]
@@ -118,11 +141,10 @@ type Engine[T any] struct {
 	retryAfter    time.Duration
 	maxRetryAfter time.Duration
 	problems      ProblemShape
+	tracer        Tracer
+	steps         StepTracer // the tracer's steps; nil when it has none
 
 	secret atomic.Pointer[[]byte] // read from the store at the first claim
-
-	mu         sync.Mutex
-	misconfigs map[string]bool // store misconfigurations logged already
 }
 
 // NewEngine returns an engine on store.
@@ -134,6 +156,8 @@ func NewEngine[T any](store Store[T], opts Options) *Engine[T] {
 	if e.log == nil {
 		e.log = slog.Default()
 	}
+	e.tracer = opts.Observer()
+	e.steps, _ = e.tracer.(StepTracer)
 	if e.retryAfter <= 0 {
 		e.retryAfter = time.Second
 	}
@@ -244,6 +268,13 @@ const maxTries = 8
 // Fingerprint. It returns the response to send, or the handler's error,
 // which the caller answers with a 500.
 func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte, h Handler[T]) (*Response, error) {
+	ctx, o := e.begin(ctx, TraceRequestStartData{Operation: op.Name})
+	resp, err := e.serve(ctx, op, fingerprint, h)
+	e.end(ctx, op, o, resp, err)
+	return resp, err
+}
+
+func (e *Engine[T]) serve(ctx context.Context, op *Operation, fingerprint []byte, h Handler[T]) (*Response, error) {
 	if err := op.Validate(); err != nil {
 		return nil, err
 	}
@@ -255,36 +286,40 @@ func (e *Engine[T]) Serve(ctx context.Context, op *Operation, fingerprint []byte
 	// the engine keeps it, so only its first request reads it.
 	secret, err := e.derivationSecret(ctx)
 	if err != nil {
-		return e.storeFailed(ctx, id, "secret", err), nil
+		return e.storeFailed(ctx, "secret", err), nil
 	}
 	if id.Key == "" {
 		txn, err := e.store.Begin(ctx)
 		if err != nil {
-			return e.storeFailed(ctx, id, "begin", err), nil
+			return e.storeFailed(ctx, "begin", err), nil
 		}
 		return e.execute(ctx, op, txn, &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, nonce: nonce()}, h)
 	}
 	lc, _ := e.store.(LookupClaimer[T])
 	read := func() (Record, outcome, error) {
+		step := e.startStep(ctx, op, StepLookup, "")
 		if lc == nil {
 			rec, err := e.store.Lookup(ctx, id)
+			e.endLookup(ctx, step, err)
 			return rec, outcome{}, err
 		}
 		rec, txn, err := lc.LookupClaim(ctx, id, Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease, Generation: 1})
+		e.endLookup(ctx, step, err)
 		if txn == nil {
 			return rec, outcome{}, err
 		}
+		observed(ctx).claimed(Claim{Generation: 1})
 		at := &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: 1}
 		return rec, ran(e.execute(ctx, op, txn, at.recordDerivations(txn), h)), nil
 	}
 	return e.decideAndClaim(ctx, op, id, fingerprint, read, func(rec Record, c Claim) (outcome, error) {
+		step := e.startStep(ctx, op, StepClaim, rec.RecoveryPoint)
 		txn, err := e.store.Claim(ctx, id, c)
+		e.endLookup(ctx, step, err)
 		if err != nil {
 			return outcome{}, err
 		}
-		if c.Takeover {
-			e.log.InfoContext(ctx, "idem: took over an abandoned attempt", "operation", id.Operation, "scope", id.Scope, "recovery_point", rec.RecoveryPoint)
-		}
+		observed(ctx).claimed(c)
 		at := &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: c.Generation}
 		return ran(e.execute(ctx, op, txn, at.recordDerivations(txn), h)), nil
 	})
@@ -318,7 +353,7 @@ func (e *Engine[T]) decideAndClaim(ctx context.Context, op *Operation, id ID, fi
 		rec, done, err := read()
 		switch {
 		case err != nil:
-			return e.storeFailed(ctx, id, "lookup", err), nil
+			return e.storeFailed(ctx, "lookup", err), nil
 		case done.ran:
 			return done.resp, done.err
 		}
@@ -332,7 +367,7 @@ func (e *Engine[T]) decideAndClaim(ctx context.Context, op *Operation, id ID, fi
 		case errors.Is(err, ErrContended):
 			continue
 		case err != nil:
-			return e.storeFailed(ctx, id, "claim", err), nil
+			return e.storeFailed(ctx, "claim", err), nil
 		case errors.Is(done.err, errLeaseLost):
 			// Decide again from what the key holds now: the attempt that
 			// took over, the sweeper's answer, or a lease to take back.
@@ -368,7 +403,9 @@ func (e *Engine[T]) identify(ctx context.Context, op *Operation) (ID, *Response,
 	if resp != nil {
 		return ID{}, resp, nil
 	}
-	return ID{Scope: scope, Operation: op.Name, Key: key}, nil, nil
+	id := ID{Scope: scope, Operation: op.Name, Key: key}
+	observed(ctx).keyHash = KeyHash(id)
+	return id, nil, nil
 }
 
 // MaxScopeLen bounds a request's scope, in bytes: a key's scope,
@@ -532,7 +569,10 @@ func endContext(ctx context.Context, op *Operation) (context.Context, context.Ca
 // error or a panic undoes the attempt so that a retry runs again.
 func (e *Engine[T]) execute(ctx context.Context, op *Operation, txn Txn[T], at *Attempt[T], h Handler[T]) (*Response, error) {
 	at.started = time.Now()
-	write, err := callHandler(ctx, at, h)
+	o := observed(ctx)
+	defer func() { o.held += time.Since(at.started) }()
+	step := e.startStep(ctx, op, StepAttempt, "")
+	write, err := callHandler(step.ctx, at, h)
 	if err == nil && write == nil {
 		err = fmt.Errorf("idem: %s returned neither a response nor an error", at.id.Operation)
 	}
@@ -542,15 +582,20 @@ func (e *Engine[T]) execute(ctx context.Context, op *Operation, txn Txn[T], at *
 			err = fmt.Errorf("idem: write %s response: %w", at.id.Operation, err)
 		}
 	}
+	e.endStep(step, err)
 	// The bound on ending starts when the ending does.
 	endCtx, cancel := endContext(ctx, op)
 	defer cancel()
 	if err != nil {
 		return e.abort(ctx, endCtx, op, txn, at, err)
 	}
-	if err := txn.Complete(endCtx, resp); err != nil {
+	step = e.startStep(ctx, op, StepCommit, "")
+	err = txn.Complete(endCtx, resp)
+	e.endStep(step, err)
+	if err != nil {
 		return e.attemptFailed(ctx, op, at, "complete", err), nil
 	}
+	o.ran = true
 	return resp, nil
 }
 
@@ -576,7 +621,7 @@ func (e *Engine[T]) abort(ctx, endCtx context.Context, op *Operation, txn Txn[T]
 	}
 	switch {
 	case ctx.Err() != nil:
-		return e.clientGone(ctx, at.id, "handler", handlerErr), nil
+		return e.clientGone(ctx, "handler", handlerErr), nil
 	case errors.Is(abortErr, ErrStoreUnavailable):
 		return e.attemptFailed(ctx, op, at, "handler", fmt.Errorf("%w (the handler failed with: %w)", abortErr, handlerErr)), nil
 	case abortErr != nil:
@@ -598,11 +643,10 @@ func (e *Engine[T]) attemptFailed(ctx context.Context, op *Operation, at *Attemp
 		}
 	}
 	if ctx.Err() != nil || !errors.Is(err, ErrLeaseOverrun) {
-		return e.storeFailed(ctx, at.id, step, err)
+		return e.storeFailed(ctx, step, err)
 	}
 	took := time.Since(at.started).Round(time.Millisecond)
-	e.log.ErrorContext(ctx, "idem: attempt overran its lease, so the store ended its transaction; raise the operation's lease or bound the work inside it",
-		"step", step, "operation", at.id.Operation, "lease", op.Lease, "took", took, "recovery_point", at.point, "error", err)
+	observed(ctx).err = fmt.Errorf("idem: %s: the attempt took %s, over its lease of %s: %w", step, took, op.Lease, err)
 	detail := fmt.Sprintf("The request's work took %s, longer than operation %s's lease of %s, so the database ended its transaction and nothing of it was stored. Retrying runs it again and fails the same way until the work fits the lease; the API's operators have been told.", took, op.Name, op.Lease)
 	if at.point != "" {
 		detail = fmt.Sprintf("A step of the request took %s, longer than operation %s's lease of %s, so the database ended its transaction; the steps up to %q are kept. Retrying resumes there and fails the same way until the step fits the lease; the API's operators have been told.", took, op.Name, op.Lease, at.point)
@@ -617,8 +661,8 @@ func (e *Engine[T]) attemptFailed(ctx context.Context, op *Operation, at *Attemp
 
 // clientGone answers, for the logs alone, a request whose client went
 // away: its attempt rolled back, and nothing failed.
-func (e *Engine[T]) clientGone(ctx context.Context, id ID, step string, err error) *Response {
-	e.log.InfoContext(ctx, "idem: the client canceled the request; its attempt was rolled back", "step", step, "operation", id.Operation, "error", err)
+func (e *Engine[T]) clientGone(ctx context.Context, step string, err error) *Response {
+	observed(ctx).err = fmt.Errorf("idem: %s: %w", step, err)
 	return e.render(&Problem{
 		Type:   TypeClientClosed,
 		Title:  "Client closed request",
@@ -644,20 +688,18 @@ const (
 // the error (see ErrStoreUnavailable): only a store that cannot be
 // reached, or has no connection free, is a 503, and only a store whose
 // schema or permissions are wrong is called misconfigured.
-func (e *Engine[T]) storeFailed(ctx context.Context, id ID, step string, err error) *Response {
-	switch {
-	case ctx.Err() != nil:
+func (e *Engine[T]) storeFailed(ctx context.Context, step string, err error) *Response {
+	if ctx.Err() != nil {
 		// The client went away; the store did not fail, and nobody reads
 		// the answer.
-		return e.clientGone(ctx, id, step, err)
-	case errors.Is(err, ErrStoreBusy):
-		e.log.WarnContext(ctx, "idem: key store busy: no connection came free in time", "step", step, "operation", id.Operation, "error", err)
-		return e.unavailable(step, err)
-	case errors.Is(err, ErrStoreUnavailable):
-		e.log.ErrorContext(ctx, "idem: key store unavailable", "step", step, "operation", id.Operation, "error", err)
+		return e.clientGone(ctx, step, err)
+	}
+	// The Tracer's log record says what failed, once per storm.
+	observed(ctx).err = fmt.Errorf("idem: %s: %w", step, err)
+	switch {
+	case errors.Is(err, ErrStoreBusy), errors.Is(err, ErrStoreUnavailable):
 		return e.unavailable(step, err)
 	case errors.Is(err, ErrStoreRejectedInput):
-		e.log.WarnContext(ctx, "idem: key store rejected the request", "step", step, "operation", id.Operation, "error", err)
 		return e.render(&Problem{
 			Type:   TypeInvalidRequest,
 			Title:  "Invalid request",
@@ -665,7 +707,6 @@ func (e *Engine[T]) storeFailed(ctx context.Context, id ID, step string, err err
 			Detail: "The idempotency key store cannot hold this request's Idempotency-Key or scope. Send a shorter key with plain characters; the request was not run.",
 		})
 	case errors.Is(err, ErrStoreMisconfigured):
-		e.logMisconfigured(ctx, step, id, err)
 		return e.render(&Problem{
 			Type:   TypeStoreMisconfigured,
 			Title:  "Key store misconfigured",
@@ -673,7 +714,6 @@ func (e *Engine[T]) storeFailed(ctx context.Context, id ID, step string, err err
 			Detail: "The server's idempotency key store is misconfigured, so the request was not run. This is not a problem with the request: its operators have been told. Retrying with the same Idempotency-Key is safe.",
 		})
 	case errors.Is(err, ErrTransactionConflict):
-		e.log.WarnContext(ctx, "idem: the attempt's transaction conflicted with a concurrent one and was rolled back", "step", step, "operation", id.Operation, "error", err)
 		return e.render(&Problem{
 			Type:       TypeTransactionConflict,
 			Title:      "Transaction conflict",
@@ -684,7 +724,6 @@ func (e *Engine[T]) storeFailed(ctx context.Context, id ID, step string, err err
 	case step == "complete" || step == "advance":
 		// The attempt's own writes failed when committed, such as a
 		// deferred constraint: the handler's doing, not the store's.
-		e.log.ErrorContext(ctx, "idem: the attempt's transaction failed at commit and was rolled back", "step", step, "operation", id.Operation, "error", err)
 		return e.render(&Problem{
 			Type:   TypeCommitFailed,
 			Title:  "Commit failed",
@@ -692,7 +731,6 @@ func (e *Engine[T]) storeFailed(ctx context.Context, id ID, step string, err err
 			Detail: "The request's database transaction failed when it was committed (for example a deferred constraint), so its writes were rolled back and nothing was stored. A retry with the same Idempotency-Key runs it again; the API's operators have been told.",
 		})
 	}
-	e.log.ErrorContext(ctx, "idem: key store failed", "step", step, "operation", id.Operation, "error", err)
 	return e.render(&Problem{
 		Type:   TypeInternal,
 		Title:  "Internal error",
@@ -703,26 +741,6 @@ func (e *Engine[T]) storeFailed(ctx context.Context, id ID, step string, err err
 
 // render renders p in the API's error shape.
 func (e *Engine[T]) render(p *Problem) *Response { return Render(e.problems, p) }
-
-// logMisconfigured logs each distinct misconfiguration once: every request
-// meets it until it is fixed, and one line with the cause says all.
-func (e *Engine[T]) logMisconfigured(ctx context.Context, step string, id ID, err error) {
-	const maxRemembered = 64
-	cause := err.Error()
-	e.mu.Lock()
-	logged := e.misconfigs[cause]
-	if !logged && len(e.misconfigs) < maxRemembered {
-		if e.misconfigs == nil {
-			e.misconfigs = make(map[string]bool)
-		}
-		e.misconfigs[cause] = true
-	}
-	e.mu.Unlock()
-	if logged {
-		return
-	}
-	e.log.ErrorContext(ctx, "idem: key store misconfigured; requests of annotated operations fail until it is fixed (logged once)", "step", step, "operation", id.Operation, "error", err)
-}
 
 func (e *Engine[T]) unavailable(step string, err error) *Response {
 	typ, title := TypeStoreUnavailable, "Key store unavailable"
@@ -828,7 +846,9 @@ func (e *Engine[T]) keyReused() *Response {
 
 func (e *Engine[T]) scopeProblem(err error) *Response {
 	if p := (*Problem)(nil); errors.As(err, &p) {
-		return e.render(p)
+		resp := e.render(p)
+		resp.outcome = OutcomeInvalidScope
+		return resp
 	}
 	return e.invalidScope("The request's scope could not be determined: " + err.Error() + ". Send the credentials or headers that identify your account.")
 }

@@ -46,11 +46,17 @@ func EndBody(ctx context.Context) error {
 	r.Body = http.NoBody
 	if b, ok := body.(*boundedBody); ok {
 		// Up to the end, the limit, or the first byte past the value.
+		var p *Problem
 		if _, err := io.Copy(io.Discard, untilTrailing{b}); err != nil {
-			return bodyProblem(err)
+			p = bodyProblem(err)
+		} else if b.end.done() {
+			p = trailingData()
 		}
-		if b.end.done() {
-			return trailingData()
+		if p != nil {
+			// The body is gone from r now, and with it the gate that
+			// ErrorHandlers would find.
+			b.gate.traceRefusal(ctx, p)
+			return p
 		}
 	}
 	return nil
@@ -94,17 +100,17 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
 	return readWhole(w, r, limit, nil)
 }
 
-func readWhole(w http.ResponseWriter, r *http.Request, limit int64, shape ProblemShape) bool {
-	body, ok := bound(w, r, limit, shape)
+func readWhole(w http.ResponseWriter, r *http.Request, limit int64, g *Gate) bool {
+	body, ok := bound(w, r, limit, g)
 	if body == nil {
 		return ok
 	}
 	data, err := readBody(body, r.ContentLength)
 	if err != nil {
-		writeProblem(w, shape, bodyProblem(err))
+		g.refuse(w, r, bodyProblem(err))
 		return false
 	}
-	r.Body = &bufferedBody{Reader: bytes.NewReader(data), data: data}
+	r.Body = &bufferedBody{Reader: bytes.NewReader(data), data: data, gate: g}
 	return true
 }
 
@@ -120,8 +126,8 @@ func BoundBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
 	return boundStream(w, r, limit, nil)
 }
 
-func boundStream(w http.ResponseWriter, r *http.Request, limit int64, shape ProblemShape) bool {
-	body, ok := bound(w, r, limit, shape)
+func boundStream(w http.ResponseWriter, r *http.Request, limit int64, g *Gate) bool {
+	body, ok := bound(w, r, limit, g)
 	if !ok {
 		return false
 	}
@@ -129,7 +135,7 @@ func boundStream(w http.ResponseWriter, r *http.Request, limit int64, shape Prob
 		body = r.Body // not bounded, but watched all the same
 	}
 	if body != nil {
-		r.Body = &boundedBody{ReadCloser: body}
+		r.Body = &boundedBody{ReadCloser: body, gate: g}
 	}
 	return true
 }
@@ -144,7 +150,7 @@ func CheckContentType(w http.ResponseWriter, r *http.Request, accept ...string) 
 	return checkContentType(w, r, nil, accept)
 }
 
-func checkContentType(w http.ResponseWriter, r *http.Request, shape ProblemShape, accept []string) bool {
+func checkContentType(w http.ResponseWriter, r *http.Request, g *Gate, accept []string) bool {
 	if len(accept) == 0 || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return true
 	}
@@ -154,7 +160,7 @@ func checkContentType(w http.ResponseWriter, r *http.Request, shape ProblemShape
 			return true
 		}
 	}
-	writeProblem(w, shape, unsupportedMediaType(ct, accept))
+	g.refuse(w, r, unsupportedMediaType(ct, accept))
 	return false
 }
 
@@ -182,6 +188,12 @@ type Gate struct {
 	Limit int64
 	// Problems renders the refusals; nil is problem+json.
 	Problems ProblemShape
+	// Tracer is told of each request the gate refuses, and of those whose
+	// body the strict handler then fails to decode (ErrorHandlers tell
+	// it), as a request of Operation with its outcome; nil tells nobody.
+	// The generated handler sets it to what the engine reports to (see
+	// Options.Observer).
+	Tracer Tracer
 }
 
 // Pass lets r through, its body bounded, or answers w with a problem and
@@ -190,21 +202,53 @@ func (g *Gate) Pass(w http.ResponseWriter, r *http.Request) bool {
 	if g.KeyDeclared || g.KeyRequired {
 		switch values := r.Header.Values(HeaderKey); {
 		case len(values) == 0 && g.KeyRequired:
-			writeProblem(w, g.Problems, missingKeyProblem(g.Operation))
+			g.refuse(w, r, missingKeyProblem(g.Operation))
 			return false
 		case len(values) > 1:
 			_, err := ParseKey(values)
-			writeProblem(w, g.Problems, invalidKeyProblem(err, "a single key"))
+			g.refuse(w, r, invalidKeyProblem(err, "a single key"))
 			return false
 		}
 	}
-	if !checkContentType(w, r, g.Problems, g.Accept) {
+	if !checkContentType(w, r, g, g.Accept) {
 		return false
 	}
 	if g.streams(r) {
-		return boundStream(w, r, g.Limit, g.Problems)
+		return boundStream(w, r, g.Limit, g)
 	}
-	return readWhole(w, r, g.Limit, g.Problems)
+	return readWhole(w, r, g.Limit, g)
+}
+
+// refuse answers w with p, in the gate's shape, and tells its tracer. A
+// nil gate answers in problem+json and tells nobody.
+func (g *Gate) refuse(w http.ResponseWriter, r *http.Request, p *Problem) {
+	var shape ProblemShape
+	if g != nil {
+		shape = g.Problems
+	}
+	g.traceRefusal(r.Context(), p)
+	writeProblem(w, shape, p)
+}
+
+// traceRefusal tells the gate's tracer that a request of its operation
+// ended refused with p, before the protocol took it.
+func (g *Gate) traceRefusal(ctx context.Context, p *Problem) {
+	if g == nil || g.Tracer == nil {
+		return
+	}
+	ctx = g.Tracer.TraceRequestStart(ctx, TraceRequestStartData{Operation: g.Operation})
+	g.Tracer.TraceRequestEnd(ctx, TraceRequestEndData{Operation: g.Operation, Outcome: outcomeOfProblem(p.Type), Status: p.Status})
+}
+
+// gateOf returns the gate that let r's body through, or nil.
+func gateOf(r *http.Request) *Gate {
+	switch b := r.Body.(type) {
+	case *boundedBody:
+		return b.gate
+	case *bufferedBody:
+		return b.gate
+	}
+	return nil
 }
 
 // streams reports whether r's body is JSON, which the strict handler
@@ -252,7 +296,7 @@ func trailingData() *Problem {
 // bound returns r's body bounded to limit bytes, or nil when it has none
 // or is not to be bounded. A declared length over the limit is answered
 // with 413, and bound returns false.
-func bound(w http.ResponseWriter, r *http.Request, limit int64, shape ProblemShape) (io.ReadCloser, bool) {
+func bound(w http.ResponseWriter, r *http.Request, limit int64, g *Gate) (io.ReadCloser, bool) {
 	if limit == 0 {
 		limit = DefaultMaxBodyBytes
 	}
@@ -260,7 +304,7 @@ func bound(w http.ResponseWriter, r *http.Request, limit int64, shape ProblemSha
 		return nil, true
 	}
 	if r.ContentLength > limit {
-		writeProblem(w, shape, bodyTooLarge(limit))
+		g.refuse(w, r, bodyTooLarge(limit))
 		return nil, false
 	}
 	return http.MaxBytesReader(w, r.Body, limit), true
@@ -270,7 +314,8 @@ func bound(w http.ResponseWriter, r *http.Request, limit int64, shape ProblemSha
 // the JSON text as the decoder reads it, to find what follows the value.
 type boundedBody struct {
 	io.ReadCloser
-	end valueEnd
+	end  valueEnd
+	gate *Gate // that bounded it, if any
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
@@ -432,6 +477,7 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 type bufferedBody struct {
 	*bytes.Reader
 	data []byte
+	gate *Gate // that read it, if any
 }
 
 func (*bufferedBody) Close() error { return nil }
@@ -488,16 +534,17 @@ type ErrorHandlers struct {
 // RequestError answers a request that failed to decode with a 400, or a
 // 413 when its body is over the limit of LimitBody.
 func (h ErrorHandlers) RequestError(w http.ResponseWriter, r *http.Request, err error) {
-	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
-		writeProblem(w, h.Problems, bodyTooLarge(tooLarge.Limit))
-		return
-	}
-	writeProblem(w, h.Problems, &Problem{
+	p := &Problem{
 		Type:   TypeInvalidRequest,
 		Title:  "Invalid request",
 		Status: http.StatusBadRequest,
 		Detail: "The request does not match the API's schema: " + err.Error() + ". Fix the request and send it again; it was not run.",
-	})
+	}
+	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+		p = bodyTooLarge(tooLarge.Limit)
+	}
+	gateOf(r).traceRefusal(r.Context(), p)
+	writeProblem(w, h.Problems, p)
 }
 
 // ResponseError answers a handler error with a 500. The error is logged,
@@ -507,6 +554,8 @@ func (h ErrorHandlers) RequestError(w http.ResponseWriter, r *http.Request, err 
 // body, is sent as it is.
 func (h ErrorHandlers) ResponseError(w http.ResponseWriter, r *http.Request, err error) {
 	if p := (*Problem)(nil); errors.As(err, &p) {
+		// Such as a multipart body's, read after the gate let it through.
+		gateOf(r).traceRefusal(r.Context(), p)
 		writeProblem(w, h.Problems, p)
 		return
 	}

@@ -26,6 +26,22 @@ type PhaseFunc[T any] func(ctx context.Context, at *Attempt[T]) (next string, w 
 // the first unfinished phase. A Go error or panic in a phase rolls back that
 // phase, releases the lease for a retry to take over, and is returned.
 func (e *Engine[T]) ServePhased(ctx context.Context, op *Operation, fingerprint []byte, run PhaseFunc[T]) (*Response, error) {
+	return e.ServePhasedRequest(ctx, op, fingerprint, nil, run)
+}
+
+// ServePhasedRequest is ServePhased for an operation whose abandoned
+// attempts a Completer finishes (op.Abandoned is AbandonedComplete):
+// request, the request as the handler received it, is kept as JSON with
+// the lease, for the completer to resume with (up to MaxStoredRequest
+// bytes). It is encoded only when the key is claimed, never for a replay.
+func (e *Engine[T]) ServePhasedRequest(ctx context.Context, op *Operation, fingerprint []byte, request any, run PhaseFunc[T]) (*Response, error) {
+	ctx, o := e.begin(ctx, TraceRequestStartData{Operation: op.Name, Phased: true})
+	resp, err := e.servePhased(ctx, op, fingerprint, request, run)
+	e.end(ctx, op, o, resp, err)
+	return resp, err
+}
+
+func (e *Engine[T]) servePhased(ctx context.Context, op *Operation, fingerprint []byte, request any, run PhaseFunc[T]) (*Response, error) {
 	if err := op.Validate(); err != nil {
 		return nil, err
 	}
@@ -39,23 +55,28 @@ func (e *Engine[T]) ServePhased(ctx context.Context, op *Operation, fingerprint 
 	// Read before the claim, as Serve does.
 	secret, err := e.derivationSecret(ctx)
 	if err != nil {
-		return e.storeFailed(ctx, id, "secret", err), nil
+		return e.storeFailed(ctx, "secret", err), nil
 	}
 	if id.Key == "" {
 		return e.runKeyless(ctx, op, &Attempt[T]{id: id, secret: secret, nonce: nonce()}, run)
 	}
 	read := func() (Record, outcome, error) {
+		step := e.startStep(ctx, op, StepLookup, "")
 		rec, err := e.store.Lookup(ctx, id)
+		e.endLookup(ctx, step, err)
 		return rec, outcome{}, err
 	}
 	return e.decideAndClaim(ctx, op, id, fingerprint, read, func(rec Record, c Claim) (outcome, error) {
+		if request != nil && op.Abandoned == AbandonedComplete {
+			c.Request = e.storedRequest(ctx, op, request)
+		}
+		step := e.startStep(ctx, op, StepClaim, rec.RecoveryPoint)
 		lease, err := e.store.Lease(ctx, id, c)
+		e.endLookup(ctx, step, err)
 		if err != nil {
 			return outcome{}, err
 		}
-		if c.Takeover {
-			e.log.InfoContext(ctx, "idem: took over an abandoned attempt", "operation", id.Operation, "scope", id.Scope, "recovery_point", lease.RecoveryPoint())
-		}
+		observed(ctx).claimed(c)
 		at := &Attempt[T]{id: id, secret: secret, generation: c.Generation, point: lease.RecoveryPoint()}
 		return ran(e.runPhases(ctx, op, lease, at, run)), nil
 	})
@@ -89,27 +110,36 @@ func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T]
 			e.log.ErrorContext(ctx, "idem: release lease", "operation", op.Name, "recovery_point", at.point, "error", err)
 		}
 	}
+	o := observed(ctx)
 	for {
+		o.point = at.point
 		if err := checkPoint(op, at.point); err != nil {
 			release()
 			return nil, err
 		}
+		at.started = time.Now()
+		step := e.startStep(ctx, op, StepAttempt, at.point)
 		ph, err := lease.Phase(ctx)
+		if err != nil {
+			e.endStep(step, err)
+			o.held += time.Since(at.started)
+		}
 		if errors.Is(err, ErrLeaseLost) {
 			return nil, e.leaseLost(ctx, at)
 		}
 		if err != nil {
 			// The lease stays: once it passes, a retry takes over.
-			return e.storeFailed(ctx, at.id, "begin phase", err), nil
+			return e.storeFailed(ctx, "begin phase", err), nil
 		}
 		at.tx = ph.Tx()
-		at.started = time.Now()
-		next, resp, err := e.runPhase(ctx, op, ph, at, run)
+		next, resp, err := e.runPhase(step.ctx, op, ph, at, run)
+		e.endStep(step, err)
 		if err != nil {
+			o.held += time.Since(at.started)
 			release()
 			switch {
 			case ctx.Err() != nil:
-				return e.clientGone(ctx, at.id, "phase", err), nil
+				return e.clientGone(ctx, "phase", err), nil
 			case errors.Is(err, ErrStoreUnavailable):
 				// The phase's connection was lost and the phase rolled
 				// back; if the release failed too, the lease lets a retry
@@ -120,19 +150,25 @@ func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T]
 		}
 		// The phase's end gets a bound of its own: the lease it renewed.
 		phaseEnd, cancelPhase := endContext(ctx, op)
+		step = e.startStep(ctx, op, StepCommit, at.point)
 		if resp != nil {
 			err := ph.Complete(phaseEnd, resp)
 			cancelPhase()
+			e.endStep(step, err)
+			o.held += time.Since(at.started)
 			switch {
 			case errors.Is(err, ErrLeaseLost):
 				return nil, e.leaseLost(ctx, at)
 			case err != nil:
 				return e.attemptFailed(ctx, op, at, "complete", err), nil
 			}
+			o.ran = true
 			return resp, nil
 		}
 		err = ph.Advance(phaseEnd, next)
 		cancelPhase()
+		e.endStep(step, err)
+		o.held += time.Since(at.started)
 		switch {
 		case errors.Is(err, ErrLeaseLost):
 			return nil, e.leaseLost(ctx, at)
@@ -196,17 +232,21 @@ func callPhase[T any](ctx context.Context, op *Operation, at *Attempt[T], run Ph
 // runKeyless runs every phase for a request without a key: each commits
 // on its own, with nothing to resume from.
 func (e *Engine[T]) runKeyless(ctx context.Context, op *Operation, at *Attempt[T], run PhaseFunc[T]) (*Response, error) {
+	o := observed(ctx)
 	for {
 		txn, err := e.store.Begin(ctx)
 		if err != nil {
-			return e.storeFailed(ctx, at.id, "begin", err), nil
+			return e.storeFailed(ctx, "begin", err), nil
 		}
 		at.tx = txn.Tx()
 		at.started = time.Now()
-		next, resp, err := e.runPhase(ctx, op, txn, at, run)
+		step := e.startStep(ctx, op, StepAttempt, at.point)
+		next, resp, err := e.runPhase(step.ctx, op, txn, at, run)
+		e.endStep(step, err)
+		o.held += time.Since(at.started)
 		switch {
 		case err != nil && ctx.Err() != nil:
-			return e.clientGone(ctx, at.id, "handler", err), nil
+			return e.clientGone(ctx, "handler", err), nil
 		case errors.Is(err, ErrStoreUnavailable):
 			return e.attemptFailed(ctx, op, at, "handler", err), nil
 		case err != nil:
@@ -219,9 +259,11 @@ func (e *Engine[T]) runKeyless(ctx context.Context, op *Operation, at *Attempt[T
 			return e.attemptFailed(ctx, op, at, "complete", err), nil
 		}
 		if resp != nil {
+			o.ran = true
 			return resp, nil
 		}
 		at.point = next
+		o.point = next
 	}
 }
 
@@ -257,11 +299,11 @@ func phaseName(point string) string {
 // key.
 var errLeaseLost = errors.New("idem: lease lost")
 
-// leaseLost logs that an attempt lost its key, because its lease passed
+// leaseLost notes that an attempt lost its key, because its lease passed
 // and another attempt took over or the sweeper failed it, and returns
 // errLeaseLost: what to answer is decided again from what the key holds
 // now, so that the answer is that attempt's, or the sweeper's.
 func (e *Engine[T]) leaseLost(ctx context.Context, at *Attempt[T]) error {
-	e.log.WarnContext(ctx, "idem: lease lost; another attempt or the sweeper holds the key now", "operation", at.id.Operation, "scope", at.id.Scope, "recovery_point", at.point)
+	observed(ctx).leaseLost++
 	return errLeaseLost
 }

@@ -111,10 +111,16 @@ type ProblemShape interface {
 
 // Render renders p in shape, or as problem+json when shape is nil.
 func Render(shape ProblemShape, p *Problem) *Response {
+	var resp *Response
 	if shape == nil {
-		return p.Response()
+		resp = p.Response()
+	} else {
+		resp = shape.Render(p)
 	}
-	return shape.Render(p)
+	if resp != nil {
+		resp.outcome = outcomeOfProblem(p.Type)
+	}
+	return resp
 }
 
 // ErrorShape is a ProblemShape for an API whose errors are a JSON object,

@@ -19,6 +19,8 @@ type Response struct {
 	Body   []byte
 	// Replayed is true when the response comes from the store.
 	Replayed bool
+	// outcome is set on the answers the layer gives itself (see Render).
+	outcome Outcome
 }
 
 // Write sends the response to w.

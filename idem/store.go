@@ -67,6 +67,10 @@ type Claim struct {
 	// counts it from the Record (see Record.Generation). Stores record it
 	// as given and never count generations themselves.
 	Generation int64
+	// Request is the request as the handler received it, as JSON, for a
+	// lease to keep for the Completer (see Operation.Abandoned); nil for
+	// an operation it does not complete. A takeover keeps the one stored.
+	Request []byte
 	// Takeover claims the in-flight row the Record read, whose lease has
 	// passed: it resumes at the row's recovery point, in the same
 	// generation. Otherwise the key must be free: no row, or the completed

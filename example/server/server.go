@@ -45,6 +45,11 @@ type Config struct {
 	// CrashAfterCharge and CrashBeforeResponse. For demos and tests of
 	// what a retry does after a crash.
 	CrashAt string
+	// CompleteAfter, when set, replaces createPayment's complete-after
+	// (10m in the spec): how long after its lease passed an abandoned
+	// payment is finished by the completer. CompleterInterval is the time
+	// between the completer's runs; zero means a minute.
+	CompleteAfter, CompleterInterval time.Duration
 	// DBStats counts the statements the API sends to PostgreSQL and
 	// serves the counts as JSON at GET /debug/db-stats, for the load
 	// benchmark (go run ./bench). POST /debug/db-stats/flush first makes
@@ -73,6 +78,7 @@ type Server struct {
 	log         *slog.Logger
 	done        chan error
 	stopJanitor context.CancelFunc
+	telemetry   *telemetry
 	janitorDone chan struct{}
 
 	inFlight     atomic.Int64  // requests being served
@@ -84,8 +90,12 @@ type Server struct {
 // Handler serves impl with the idempotency layer on the Postgres store.
 // The strict middlewares run around every operation, outside the protocol.
 func Handler(impl gen.IdempotentServer[pgx.Tx], pool *pgxpool.Pool, log *slog.Logger, middlewares ...gen.StrictMiddlewareFunc) http.Handler {
+	return handler(impl, pool, idem.Options{Logger: log}, middlewares...)
+}
+
+func handler(impl gen.IdempotentServer[pgx.Tx], pool *pgxpool.Pool, opts idem.Options, middlewares ...gen.StrictMiddlewareFunc) http.Handler {
 	return gen.NewIdempotentHandler(impl, pgstore.New(pool, pgstore.Options{}), gen.IdempotentHandlerOptions{
-		Options:           idem.Options{Logger: log},
+		Options:           opts,
 		StrictMiddlewares: middlewares,
 	})
 }
@@ -207,17 +217,21 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 	if crash != nil {
 		middlewares = append(middlewares, crashBeforeResponse(crash))
 	}
-	handler := Handler(svc, s.pool, log, middlewares...)
+	tel, err := newTelemetry()
+	if err != nil {
+		return err
+	}
+	s.telemetry = tel
+	mux := http.NewServeMux()
+	mux.Handle("/", handler(svc, s.pool, idem.Options{Logger: log, Tracer: tel.tracer}, middlewares...))
+	mux.Handle("GET /metrics", tel.metrics)
 	if cfg.Routes != nil {
-		mux := http.NewServeMux()
-		mux.Handle("/", handler)
 		if err := cfg.Routes(ctx, s.pool, mux); err != nil {
 			return err
 		}
-		handler = mux
 	}
 	s.http = &http.Server{
-		Handler: handler,
+		Handler: mux,
 		// A client that sends slowly, or idles, cannot hold a connection
 		// for ever. Bodies go up to 32 MiB, and createOrder may be told to
 		// work for a while (WorkDelay).
@@ -239,12 +253,26 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 	s.http.RegisterOnShutdown(func() { close(s.refusing) })
 	go func() { s.done <- s.http.Serve(ln) }()
 
-	// The janitor reports abandoned payments and deletes expired keys.
+	// The janitor reports abandoned attempts and deletes expired keys;
+	// the completer finishes the payments whose clients gave up.
 	janitorCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopJanitor, s.janitorDone = stop, make(chan struct{})
+	completer := gen.NewIdempotentCompleter[pgx.Tx](svc, pgstore.New(s.pool, pgstore.Options{}),
+		idem.Options{Logger: log, Tracer: tel.tracer},
+		idem.CompleterOptions{CompleteAfter: cfg.CompleteAfter, Interval: cfg.CompleterInterval})
+	var maintenance sync.WaitGroup
+	maintenance.Add(2)
 	go func() {
-		defer close(s.janitorDone)
+		defer maintenance.Done()
 		_ = pgstore.NewJanitor(pgstore.New(s.pool, pgstore.Options{}), pgstore.JanitorOptions{Logger: log}).Run(janitorCtx)
+	}()
+	go func() {
+		defer maintenance.Done()
+		_ = completer.Run(janitorCtx)
+	}()
+	go func() {
+		maintenance.Wait()
+		close(s.janitorDone)
 	}()
 
 	log.Info("orders-api: listening", "url", s.URL, "psp_url", s.PSPURL, "work_delay", cfg.WorkDelay, "crash_at", cfg.CrashAt)

@@ -29,6 +29,7 @@ var schemaProbes = []struct {
 		'idemgen_release_claim(bigint)'::regprocedure`},
 	{"0006_retained_generations", `SELECT derived FROM idempotency_keys WHERE false`},
 	{"0006_retained_generations", `SELECT 'idemgen_claimable(boolean, text, timestamptz, timestamptz, integer, integer, boolean)'::regprocedure`},
+	{"0007_completer_requests", `SELECT request FROM idempotency_keys WHERE false`},
 }
 
 // MinServerVersion is the oldest PostgreSQL the store runs on, as

@@ -296,6 +296,7 @@ func claim(ctx context.Context, q *dbsqlc.Queries, id idem.ID, c idem.Claim) (at
 		Fingerprint:   c.Fingerprint,
 		LeaseMs:       c.Lease.Milliseconds(),
 		Generation:    max(c.Generation, 1),
+		Request:       c.Request,
 		TtlMs:         c.TTL.Milliseconds(),
 		Takeover:      c.Takeover,
 		ExpectAttempt: int32(c.Attempt),

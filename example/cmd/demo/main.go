@@ -4,6 +4,8 @@
 // (409) and a call without a key (400); then a phased payment charged at a
 // fake payment provider, its replay, and a stored decline.
 //
+// At the end it shows what the server counted at GET /metrics.
+//
 //	go run ./example/cmd/demo
 package main
 
@@ -18,6 +20,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -141,8 +144,40 @@ func run(out io.Writer) error {
 	if err := json.Unmarshal(first.body, &o); err != nil {
 		return fmt.Errorf("first order: %w", err)
 	}
-	return payments(out, srv, o.ID)
+	if err := payments(out, srv, o.ID); err != nil {
+		return err
+	}
+	return metrics(out, srv.URL)
 }
+
+// metrics shows what the server counted, as Prometheus scrapes it.
+func metrics(out io.Writer, url string) error {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\n8. What the server counted: GET %s/metrics | grep idem_requests_total\n", url)
+	n := 0
+	for _, line := range strings.Split(string(text), "\n") {
+		if strings.HasPrefix(line, "idem_requests_total{") {
+			fmt.Fprintln(out, "   "+scopeLabels.ReplaceAllString(line, ""))
+			n++
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("GET /metrics has no idem_requests_total:\n%s", text)
+	}
+	return nil
+}
+
+// scopeLabels are the exporter's labels naming the instrumentation
+// scope, the same on every line: left out of the demo's output.
+var scopeLabels = regexp.MustCompile(`,?otel_scope_[a-z_]+="[^"]*"`)
 
 // payments shows createPayment, which is phased around a call to the
 // payment provider.

@@ -42,6 +42,8 @@ func main() {
 	crashAt := flag.String("crash-at", "", "die abruptly (SIGKILL) when createPayment reaches this point: after-claim, after-charge or before-response")
 	dbStats := flag.Bool("db-stats", false, "count the statements sent to PostgreSQL and serve the counts as JSON at GET /debug/db-stats (for go run ./bench)")
 	drainTimeout := flag.Duration("drain-timeout", 25*time.Second, "on SIGTERM, how long requests in flight may take to finish before they are cut off; keep it below the orchestrator's grace period (Kubernetes: 30s)")
+	completeAfter := flag.Duration("complete-after", 0, "finish a payment its client abandoned this long after its lease passed (default: the spec's complete-after, 10m)")
+	completerInterval := flag.Duration("completer-interval", time.Minute, "time between the completer's runs")
 	benchPeers := flag.Bool("bench-peers", false, "also serve the benchmark's hand-written idempotency designs under /peer/ and its four-statement endpoint under /realistic/ (for go run ./bench)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -55,7 +57,10 @@ func main() {
 		PSPURL:      *pspURL,
 		CrashAt:     *crashAt,
 		DBStats:     *dbStats,
-		Logger:      log,
+
+		CompleteAfter:     *completeAfter,
+		CompleterInterval: *completerInterval,
+		Logger:            log,
 	}
 	if *benchPeers {
 		cfg.Routes = func(ctx context.Context, pool *pgxpool.Pool, mux *http.ServeMux) error {

@@ -505,3 +505,60 @@ func retryWhileHeld(t *testing.T, url, key, body string) reply {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A payment whose server dies after the charge, and whose client never
+// retries, is finished by the completer of the next server: the provider
+// charged once, the payment succeeded once, and the stored 201 is what the
+// client's late retry gets, replayed.
+func TestCompleterFinishesCrashedPayment(t *testing.T) {
+	bin := build(t)
+	dbURL := pgtest.NewDatabase(t)
+	fake := psp.NewFake()
+	provider := httptest.NewServer(fake)
+	defer provider.Close()
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	p1 := start(t, bin, dbURL, "-psp-url", provider.URL, "-crash-at", orders.CrashAfterCharge)
+	orderID := newOrder(t, p1.url)
+	if _, err := pay(p1.url, "pay-1", orderID, 1250); err == nil {
+		t.Fatal("the payment was answered; the server should have died first")
+	}
+	killedBy(t, p1)
+
+	// No client retries. The next server's completer takes the payment
+	// over once its lease (5s) has passed.
+	p2 := start(t, bin, dbURL, "-psp-url", provider.URL, "-complete-after", "1ms", "-completer-interval", "100ms")
+	deadline := time.Now().Add(time.Minute)
+	for count(t, pool, `SELECT count(*) FROM idempotency_keys WHERE operation = 'createPayment' AND status = 'completed'`) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the completer did not finish the payment in a minute:\n%s", p2.log())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if s := fake.Stats(); s.Charges != 1 {
+		t.Fatalf("provider saw %+v, want exactly 1 charge", s)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM payments WHERE status = 'succeeded'`); n != 1 {
+		t.Fatalf("%d succeeded payments, want 1", n)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM idempotency_keys WHERE operation = 'createPayment' AND response_status = 201 AND request IS NULL`); n != 1 {
+		t.Fatalf("%d stored 201s, want 1, its kept request let go", n)
+	}
+	if !strings.Contains(p2.log(), "completer: finished an abandoned attempt") {
+		t.Errorf("the completer's work is not in the log:\n%s", p2.log())
+	}
+	r, err := pay(p2.url, "pay-1", orderID, 1250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.status != 201 || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the client's late retry: %d (replayed %q) %s, want the stored 201", r.status, r.header.Get("Idempotent-Replayed"), r.body)
+	}
+	if s := fake.Stats(); s.Charges != 1 {
+		t.Fatalf("after the retry the provider saw %+v, want still 1 charge", s)
+	}
+}

@@ -78,33 +78,34 @@ WITH lock AS (
         set_config('idle_in_transaction_session_timeout', $2::bigint::text, true) AS idle_timeout
 ), claimed AS (
     INSERT INTO idempotency_keys AS k
-        (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived, created_at, expires_at)
+        (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived, request, created_at, expires_at)
     SELECT $3::text, $4::text, $5::text, $6::bytea,
         'in_flight', now() + $7::bigint * interval '1 millisecond', '', 1, $8::bigint, true,
-        now(), now() + $9::bigint * interval '1 millisecond'
+        $9::bytea, now(), now() + $10::bigint * interval '1 millisecond'
     FROM lock
     WHERE lock.got AND lock.idle_timeout IS NOT NULL
       -- A row is proposed where a new use may claim the key without one,
       -- or where one exists, for the update below to check; none where the
       -- claim expected a row that is gone, which it must read again.
-      AND (idemgen_claimable(false, NULL, NULL, NULL, NULL, $10::integer, $11::boolean)
+      AND (idemgen_claimable(false, NULL, NULL, NULL, NULL, $11::integer, $12::boolean)
            OR EXISTS (SELECT 1 FROM idempotency_keys AS r
                       WHERE r.scope = $3 AND r.operation = $4 AND r.key = $5))
     ON CONFLICT (scope, operation, key) DO UPDATE
     SET fingerprint = excluded.fingerprint,
         status = 'in_flight',
         locked_until = excluded.locked_until,
-        recovery_point = CASE WHEN $11::boolean THEN k.recovery_point ELSE '' END,
+        recovery_point = CASE WHEN $12::boolean THEN k.recovery_point ELSE '' END,
         generation = excluded.generation,
         derived = true,
         attempt = k.attempt + 1,
+        request = CASE WHEN $12::boolean THEN coalesce(k.request, excluded.request) ELSE excluded.request END,
         response_status = NULL,
         response_headers = NULL,
         response_body = NULL,
-        created_at = CASE WHEN $11::boolean THEN k.created_at ELSE excluded.created_at END,
-        expires_at = CASE WHEN $11::boolean AND k.expires_at > now() THEN k.expires_at ELSE excluded.expires_at END
+        created_at = CASE WHEN $12::boolean THEN k.created_at ELSE excluded.created_at END,
+        expires_at = CASE WHEN $12::boolean AND k.expires_at > now() THEN k.expires_at ELSE excluded.expires_at END
     WHERE idemgen_claimable(true, k.status, k.locked_until, k.expires_at, k.attempt,
-                            $10::integer, $11::boolean)
+                            $11::integer, $12::boolean)
     RETURNING k.recovery_point, k.attempt, k.generation
 )
 SELECT lock.got, claimed.recovery_point, claimed.attempt, claimed.generation
@@ -120,6 +121,7 @@ type ClaimKeyParams struct {
 	Fingerprint   []byte
 	LeaseMs       int64
 	Generation    int64
+	Request       []byte
 	TtlMs         int64
 	ExpectAttempt int32
 	Takeover      bool
@@ -142,7 +144,8 @@ type ClaimKeyRow struct {
 // as derived from the start. The exclusive advisory lock makes concurrent
 // duplicates see the key as held without waiting for this transaction;
 // got is false when someone else holds it, and recovery_point is NULL
-// when the row is not as expected.
+// when the row is not as expected. request is kept for the completer; a
+// takeover keeps the one the first attempt stored.
 func (q *Queries) ClaimKey(ctx context.Context, arg ClaimKeyParams) (ClaimKeyRow, error) {
 	row := q.db.QueryRow(ctx, claimKey,
 		arg.LockID,
@@ -153,6 +156,7 @@ func (q *Queries) ClaimKey(ctx context.Context, arg ClaimKeyParams) (ClaimKeyRow
 		arg.Fingerprint,
 		arg.LeaseMs,
 		arg.Generation,
+		arg.Request,
 		arg.TtlMs,
 		arg.ExpectAttempt,
 		arg.Takeover,
@@ -171,6 +175,7 @@ const completeKey = `-- name: CompleteKey :execrows
 UPDATE idempotency_keys
 SET status = 'completed',
     locked_until = NULL,
+    request = NULL,
     response_status = $1,
     response_headers = convert_from($2::bytea, 'UTF8')::jsonb,
     response_body = $3
@@ -188,7 +193,8 @@ type CompleteKeyParams struct {
 	Attempt         int32
 }
 
-// Stores the response of the attempt that holds the key.
+// Stores the response of the attempt that holds the key; the request kept
+// for the completer is needed no more.
 func (q *Queries) CompleteKey(ctx context.Context, arg CompleteKeyParams) (int64, error) {
 	result, err := q.db.Exec(ctx, completeKey,
 		arg.ResponseStatus,
@@ -227,6 +233,55 @@ func (q *Queries) CountExpired(ctx context.Context) (int64, error) {
 	var count int64
 	err := row.Scan(&count)
 	return count, err
+}
+
+const deleteKey = `-- name: DeleteKey :exec
+DELETE FROM idempotency_keys
+WHERE scope = $1 AND operation = $2 AND key = $3
+`
+
+type DeleteKeyParams struct {
+	Scope     string
+	Operation string
+	Key       string
+}
+
+// Forgets a completed key whose attempts derived no key: reusing its
+// generation numbers repeats no key anyone was sent.
+func (q *Queries) DeleteKey(ctx context.Context, arg DeleteKeyParams) error {
+	_, err := q.db.Exec(ctx, deleteKey, arg.Scope, arg.Operation, arg.Key)
+	return err
+}
+
+const emptyKey = `-- name: EmptyKey :exec
+UPDATE idempotency_keys
+SET status = 'expired',
+    fingerprint = ''::bytea,
+    locked_until = NULL,
+    recovery_point = '',
+    response_status = NULL,
+    response_headers = NULL,
+    response_body = NULL,
+    request = NULL,
+    attempt = attempt + 1,
+    expires_at = least(expires_at, now())
+WHERE scope = $1 AND operation = $2 AND key = $3
+`
+
+type EmptyKeyParams struct {
+	Scope     string
+	Operation string
+	Key       string
+}
+
+// Forgets a key whose row must stay: one whose attempts derived keys, or
+// an in-flight one. It is emptied as the reaper empties a key past its
+// TTL (the request kept for the completer too), and expires now, so that the key's next use counts the next
+// generation; attempt moves on, so that a phase of the attempt that held
+// it commits nothing more.
+func (q *Queries) EmptyKey(ctx context.Context, arg EmptyKeyParams) error {
+	_, err := q.db.Exec(ctx, emptyKey, arg.Scope, arg.Operation, arg.Key)
+	return err
 }
 
 const failAbandoned = `-- name: FailAbandoned :many
@@ -304,6 +359,69 @@ func (q *Queries) FailAbandoned(ctx context.Context, arg FailAbandonedParams) ([
 	return items, nil
 }
 
+const findAbandoned = `-- name: FindAbandoned :many
+WITH o AS (
+    SELECT u.operation, ($2::bigint[])[u.i] AS after_ms
+    FROM unnest($3::text[]) WITH ORDINALITY AS u(operation, i)
+)
+SELECT k.scope, k.operation, k.key, k.fingerprint, k.request, k.recovery_point, k.attempt, k.generation
+FROM idempotency_keys AS k
+JOIN o ON k.operation = o.operation
+WHERE k.status = 'in_flight'
+  AND k.locked_until <= now() - o.after_ms * interval '1 millisecond'
+ORDER BY k.locked_until
+LIMIT $1::integer
+`
+
+type FindAbandonedParams struct {
+	MaxRows    int32
+	AfterMs    []int64
+	Operations []string
+}
+
+type FindAbandonedRow struct {
+	Scope         string
+	Operation     string
+	Key           string
+	Fingerprint   []byte
+	Request       []byte
+	RecoveryPoint string
+	Attempt       int32
+	Generation    int64
+}
+
+// The completer's work: in-flight attempts of the operations named whose
+// lease passed at least that operation's after_ms ago, oldest first. A
+// plain read: the completer's takeover claim decides who gets each one.
+func (q *Queries) FindAbandoned(ctx context.Context, arg FindAbandonedParams) ([]FindAbandonedRow, error) {
+	rows, err := q.db.Query(ctx, findAbandoned, arg.MaxRows, arg.AfterMs, arg.Operations)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []FindAbandonedRow
+	for rows.Next() {
+		var i FindAbandonedRow
+		if err := rows.Scan(
+			&i.Scope,
+			&i.Operation,
+			&i.Key,
+			&i.Fingerprint,
+			&i.Request,
+			&i.RecoveryPoint,
+			&i.Attempt,
+			&i.Generation,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getSecret = `-- name: GetSecret :one
 SELECT secret FROM idempotency_secret WHERE id = 1
 `
@@ -314,6 +432,91 @@ func (q *Queries) GetSecret(ctx context.Context) ([]byte, error) {
 	var secret []byte
 	err := row.Scan(&secret)
 	return secret, err
+}
+
+const keyLocksHeld = `-- name: KeyLocksHeld :many
+SELECT ((l.classid::bigint << 32) | l.objid::bigint)::bigint AS lock_id
+FROM pg_catalog.pg_locks AS l
+WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted AND l.mode = 'ExclusiveLock'
+  AND l.database = (SELECT d.oid FROM pg_catalog.pg_database AS d WHERE d.datname = current_database())
+  AND ((l.classid::bigint << 32) | l.objid::bigint) = ANY($1::bigint[])
+`
+
+// Which of the keys' advisory locks (lock_ids) an attempt holds right now.
+// It reads pg_locks, which takes no lock, so that an operator's reads
+// never make a claim or a lookup see a key busy. A bigint lock shows as
+// its high and low 32 bits (classid, objid), with objsubid 1.
+func (q *Queries) KeyLocksHeld(ctx context.Context, lockIds []int64) ([]int64, error) {
+	rows, err := q.db.Query(ctx, keyLocksHeld, lockIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var lock_id int64
+		if err := rows.Scan(&lock_id); err != nil {
+			return nil, err
+		}
+		items = append(items, lock_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const keyToForget = `-- name: KeyToForget :one
+SELECT scope, operation, key, status, generation, attempt, derived, recovery_point,
+    response_status, created_at, expires_at, locked_until, now()::timestamptz AS now
+FROM idempotency_keys
+WHERE scope = $1 AND operation = $2 AND key = $3
+FOR UPDATE
+`
+
+type KeyToForgetParams struct {
+	Scope     string
+	Operation string
+	Key       string
+}
+
+type KeyToForgetRow struct {
+	Scope          string
+	Operation      string
+	Key            string
+	Status         string
+	Generation     int64
+	Attempt        int32
+	Derived        bool
+	RecoveryPoint  string
+	ResponseStatus pgtype.Int4
+	CreatedAt      pgtype.Timestamptz
+	ExpiresAt      pgtype.Timestamptz
+	LockedUntil    pgtype.Timestamptz
+	Now            pgtype.Timestamptz
+}
+
+// Reads the key's row and locks it for ForgetKey: it waits for a phase
+// that is running to commit or roll back.
+func (q *Queries) KeyToForget(ctx context.Context, arg KeyToForgetParams) (KeyToForgetRow, error) {
+	row := q.db.QueryRow(ctx, keyToForget, arg.Scope, arg.Operation, arg.Key)
+	var i KeyToForgetRow
+	err := row.Scan(
+		&i.Scope,
+		&i.Operation,
+		&i.Key,
+		&i.Status,
+		&i.Generation,
+		&i.Attempt,
+		&i.Derived,
+		&i.RecoveryPoint,
+		&i.ResponseStatus,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.LockedUntil,
+		&i.Now,
+	)
+	return i, err
 }
 
 const listAbandoned = `-- name: ListAbandoned :many
@@ -364,6 +567,105 @@ func (q *Queries) ListAbandoned(ctx context.Context, arg ListAbandonedParams) ([
 		return nil, err
 	}
 	return items, nil
+}
+
+const listKeys = `-- name: ListKeys :many
+SELECT scope, operation, key, status, generation, attempt, derived, recovery_point,
+    response_status, created_at, expires_at, locked_until, now()::timestamptz AS now
+FROM idempotency_keys
+WHERE (NOT $1::boolean OR scope = $2::text)
+  AND ($3::text = '' OR operation = $3::text)
+  AND ($4::text = '' OR status = $4::text)
+ORDER BY created_at DESC, scope, operation, key
+LIMIT $5::integer
+`
+
+type ListKeysParams struct {
+	ByScope   bool
+	Scope     string
+	Operation string
+	Status    string
+	MaxRows   int32
+}
+
+type ListKeysRow struct {
+	Scope          string
+	Operation      string
+	Key            string
+	Status         string
+	Generation     int64
+	Attempt        int32
+	Derived        bool
+	RecoveryPoint  string
+	ResponseStatus pgtype.Int4
+	CreatedAt      pgtype.Timestamptz
+	ExpiresAt      pgtype.Timestamptz
+	LockedUntil    pgtype.Timestamptz
+	Now            pgtype.Timestamptz
+}
+
+// Lists keys for operators (pgstore's ListKeys; idemgen keys list), newest
+// first: of one scope (by_scope), one operation and one status when given
+// (an empty one matches any). now is the database's clock, which ages and
+// times left are counted from. Unlike the queries above, it is not keyed
+// by the full primary key: it reads one scope's keys by the primary key's
+// index, and otherwise the whole table. The queries below serve operators
+// too.
+func (q *Queries) ListKeys(ctx context.Context, arg ListKeysParams) ([]ListKeysRow, error) {
+	rows, err := q.db.Query(ctx, listKeys,
+		arg.ByScope,
+		arg.Scope,
+		arg.Operation,
+		arg.Status,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListKeysRow
+	for rows.Next() {
+		var i ListKeysRow
+		if err := rows.Scan(
+			&i.Scope,
+			&i.Operation,
+			&i.Key,
+			&i.Status,
+			&i.Generation,
+			&i.Attempt,
+			&i.Derived,
+			&i.RecoveryPoint,
+			&i.ResponseStatus,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.LockedUntil,
+			&i.Now,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lockKeyToForget = `-- name: LockKeyToForget :one
+SELECT (pg_try_advisory_xact_lock($1::bigint)
+        AND coalesce(current_setting('idemgen.claim', true), '') <> $1::bigint::text)::boolean AS got
+`
+
+// Takes the key's advisory lock for the rest of ForgetKey's transaction,
+// as a claim and a phase's start do, so that none can start on the key
+// until it commits. got is false when an attempt holds the lock; and when
+// this session was left holding the key's claim (see migration 0005),
+// whose lock it would be granted again.
+func (q *Queries) LockKeyToForget(ctx context.Context, lockID int64) (bool, error) {
+	row := q.db.QueryRow(ctx, lockKeyToForget, lockID)
+	var got bool
+	err := row.Scan(&got)
+	return got, err
 }
 
 const lookupKey = `-- name: LookupKey :one
@@ -569,6 +871,72 @@ func (q *Queries) SetRecoveryPoint(ctx context.Context, arg SetRecoveryPointPara
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const showKey = `-- name: ShowKey :one
+SELECT scope, operation, key, status, generation, attempt, derived, recovery_point,
+    response_status, created_at, expires_at, locked_until, now()::timestamptz AS now,
+    response_headers,
+    substring(response_body FROM 1 FOR $1::integer)::bytea AS response_body,
+    coalesce(octet_length(response_body), 0)::integer AS body_len
+FROM idempotency_keys
+WHERE scope = $2 AND operation = $3 AND key = $4
+`
+
+type ShowKeyParams struct {
+	MaxBody   int32
+	Scope     string
+	Operation string
+	Key       string
+}
+
+type ShowKeyRow struct {
+	Scope           string
+	Operation       string
+	Key             string
+	Status          string
+	Generation      int64
+	Attempt         int32
+	Derived         bool
+	RecoveryPoint   string
+	ResponseStatus  pgtype.Int4
+	CreatedAt       pgtype.Timestamptz
+	ExpiresAt       pgtype.Timestamptz
+	LockedUntil     pgtype.Timestamptz
+	Now             pgtype.Timestamptz
+	ResponseHeaders []byte
+	ResponseBody    []byte
+	BodyLen         int32
+}
+
+// Reads one key with its stored response, the body cut at max_body bytes.
+func (q *Queries) ShowKey(ctx context.Context, arg ShowKeyParams) (ShowKeyRow, error) {
+	row := q.db.QueryRow(ctx, showKey,
+		arg.MaxBody,
+		arg.Scope,
+		arg.Operation,
+		arg.Key,
+	)
+	var i ShowKeyRow
+	err := row.Scan(
+		&i.Scope,
+		&i.Operation,
+		&i.Key,
+		&i.Status,
+		&i.Generation,
+		&i.Attempt,
+		&i.Derived,
+		&i.RecoveryPoint,
+		&i.ResponseStatus,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.LockedUntil,
+		&i.Now,
+		&i.ResponseHeaders,
+		&i.ResponseBody,
+		&i.BodyLen,
+	)
+	return i, err
 }
 
 const storeResponse = `-- name: StoreResponse :exec

@@ -24,6 +24,7 @@ type IdempotencyKey struct {
 	Attempt         int32
 	Generation      int64
 	Derived         bool
+	Request         []byte
 }
 
 type IdempotencySecret struct {

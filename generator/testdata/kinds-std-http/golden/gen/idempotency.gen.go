@@ -4,6 +4,7 @@ package kinds
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -117,7 +118,7 @@ func NewIdempotentHandler[T any](impl IdempotentServer[T], store idem.Store[T], 
 	}
 	// Each annotated operation's route checks its body as the router
 	// dispatches to it, before anything reads it (see routeGates).
-	gates := newRouteGates(opts.BaseURL, opts.MaxBodyBytes, opts.Problems)
+	gates := newRouteGates(opts.BaseURL, opts.MaxBodyBytes, opts.Options)
 	HandlerWithOptions(strict, StdHTTPServerOptions{
 		BaseURL:          opts.BaseURL,
 		BaseRouter:       gatedMux{router, gates},
@@ -194,11 +195,12 @@ type routeGates struct {
 	baseURL    string
 	option     int64 // the handler's MaxBodyBytes
 	problems   idem.ProblemShape
+	tracer     idem.Tracer // told of the requests a gate refuses
 	registered map[string]bool
 }
 
-func newRouteGates(baseURL string, option int64, problems idem.ProblemShape) *routeGates {
-	return &routeGates{baseURL: baseURL, option: option, problems: problems, registered: make(map[string]bool, len(idempotentRoutes))}
+func newRouteGates(baseURL string, option int64, opts idem.Options) *routeGates {
+	return &routeGates{baseURL: baseURL, option: option, problems: opts.Problems, tracer: opts.Observer(), registered: make(map[string]bool, len(idempotentRoutes))}
 }
 
 // of returns the gate of the route registered as method and path (the
@@ -212,7 +214,7 @@ func (g *routeGates) of(method, path string) func(http.ResponseWriter, *http.Req
 	}
 	g.registered[route] = true
 	pass := gate.gate
-	pass.Limit, pass.Problems = gate.fallback, g.problems
+	pass.Limit, pass.Problems, pass.Tracer = gate.fallback, g.problems, g.tracer
 	switch {
 	case gate.annotated != 0:
 		pass.Limit = gate.annotated
@@ -252,9 +254,38 @@ func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store
 			TTL:            24 * time.Hour,
 			Lease:          5 * time.Second,
 			RecoveryPoints: []string{"payment_created", "charge_created"},
+			Abandoned:      idem.AbandonedComplete,
+			CompleteAfter:  10 * time.Minute,
 			ScopeHeader:    "X-Account-Id",
 		},
 	}
+}
+
+// NewIdempotentCompleter returns the completer of the operations annotated
+// with abandoned: it drives the attempts their clients abandoned to the
+// end, inside this service, once their lease has passed complete-after
+// ago. An operation with abandoned: complete resumes at its recovery
+// point, calling impl's phase methods with the request kept with the
+// lease, and stores the final response, which the client's late retry
+// replays; one with abandoned: fail stores the attempt-abandoned problem.
+// Give it the store and options the handler has, and run it beside it:
+//
+//	go completer.Run(ctx)
+//
+// Every instance may run one: each attempt is taken over once, under the
+// lease rules of a client's retry. The phase methods get a context without
+// the HTTP request, and at.Key() and at.Scope() as the first attempt had.
+func NewIdempotentCompleter[T any](impl IdempotentServer[T], store idem.Store[T], opts idem.Options, copts idem.CompleterOptions) *idem.Completer[T] {
+	s := NewIdempotentStrictServer(impl, store, opts).(*idempotentServer[T])
+	return idem.NewCompleter(s.engine, []idem.Completable[T]{
+		{Operation: &s.createPaymentOp, Phases: func(_ context.Context, raw []byte) (idem.PhaseFunc[T], error) {
+			var request CreatePaymentRequestObject
+			if err := json.Unmarshal(raw, &request); err != nil {
+				return nil, err
+			}
+			return s.phasesCreatePayment(request), nil
+		}},
+	}, copts)
 }
 
 type idempotentServer[T any] struct {
@@ -311,7 +342,18 @@ func (s *idempotentServer[T]) CreatePayment(ctx context.Context, request CreateP
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.engine.ServePhased(ctx, &s.createPaymentOp, fingerprint, func(ctx context.Context, at *idem.Attempt[T]) (string, idem.Writer, error) {
+	// The request is kept with the lease, for the completer to resume with.
+	resp, err := s.engine.ServePhasedRequest(ctx, &s.createPaymentOp, fingerprint, request, s.phasesCreatePayment(request))
+	if err != nil {
+		return nil, err
+	}
+	return createPaymentAnswer{resp}, nil
+}
+
+// phasesCreatePayment runs the phase of createPayment that starts at the
+// attempt's recovery point.
+func (s *idempotentServer[T]) phasesCreatePayment(request CreatePaymentRequestObject) idem.PhaseFunc[T] {
+	return func(ctx context.Context, at *idem.Attempt[T]) (string, idem.Writer, error) {
 		var step CreatePaymentStep
 		var err error
 		switch CreatePaymentPoint(at.RecoveryPoint()) {
@@ -326,11 +368,7 @@ func (s *idempotentServer[T]) CreatePayment(ctx context.Context, request CreateP
 			return string(step.point), nil, err
 		}
 		return "", step.response.VisitCreatePaymentResponse, err
-	})
-	if err != nil {
-		return nil, err
 	}
-	return createPaymentAnswer{resp}, nil
 }
 
 // createPaymentAnswer answers CreatePayment with what the protocol produced:

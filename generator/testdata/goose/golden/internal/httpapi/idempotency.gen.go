@@ -68,7 +68,7 @@ func NewIdempotentHandler[T any](impl IdempotentServer[T], store idem.Store[T], 
 	}
 	// Each annotated operation's route checks its body as the router
 	// dispatches to it, before anything reads it (see routeGates).
-	gates := newRouteGates(opts.BaseURL, opts.MaxBodyBytes, opts.Problems)
+	gates := newRouteGates(opts.BaseURL, opts.MaxBodyBytes, opts.Options)
 	HandlerWithOptions(strict, StdHTTPServerOptions{
 		BaseURL:          opts.BaseURL,
 		BaseRouter:       gatedMux{router, gates},
@@ -148,11 +148,12 @@ type routeGates struct {
 	baseURL    string
 	option     int64 // the handler's MaxBodyBytes
 	problems   idem.ProblemShape
+	tracer     idem.Tracer // told of the requests a gate refuses
 	registered map[string]bool
 }
 
-func newRouteGates(baseURL string, option int64, problems idem.ProblemShape) *routeGates {
-	return &routeGates{baseURL: baseURL, option: option, problems: problems, registered: make(map[string]bool, len(idempotentRoutes))}
+func newRouteGates(baseURL string, option int64, opts idem.Options) *routeGates {
+	return &routeGates{baseURL: baseURL, option: option, problems: opts.Problems, tracer: opts.Observer(), registered: make(map[string]bool, len(idempotentRoutes))}
 }
 
 // of returns the gate of the route registered as method and path (the
@@ -166,7 +167,7 @@ func (g *routeGates) of(method, path string) func(http.ResponseWriter, *http.Req
 	}
 	g.registered[route] = true
 	pass := gate.gate
-	pass.Limit, pass.Problems = gate.fallback, g.problems
+	pass.Limit, pass.Problems, pass.Tracer = gate.fallback, g.problems, g.tracer
 	switch {
 	case gate.annotated != 0:
 		pass.Limit = gate.annotated

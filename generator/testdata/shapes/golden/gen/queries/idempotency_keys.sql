@@ -47,16 +47,17 @@ LEFT JOIN idempotency_keys AS k
 -- as derived from the start. The exclusive advisory lock makes concurrent
 -- duplicates see the key as held without waiting for this transaction;
 -- got is false when someone else holds it, and recovery_point is NULL
--- when the row is not as expected.
+-- when the row is not as expected. request is kept for the completer; a
+-- takeover keeps the one the first attempt stored.
 WITH lock AS (
     SELECT pg_try_advisory_xact_lock(sqlc.arg(lock_id)::bigint) AS got,
         set_config('idle_in_transaction_session_timeout', sqlc.arg(idle_timeout_ms)::bigint::text, true) AS idle_timeout
 ), claimed AS (
     INSERT INTO idempotency_keys AS k
-        (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived, created_at, expires_at)
+        (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived, request, created_at, expires_at)
     SELECT sqlc.arg(scope)::text, sqlc.arg(operation)::text, sqlc.arg(key)::text, sqlc.arg(fingerprint)::bytea,
         'in_flight', now() + sqlc.arg(lease_ms)::bigint * interval '1 millisecond', '', 1, sqlc.arg(generation)::bigint, true,
-        now(), now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond'
+        sqlc.narg(request)::bytea, now(), now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond'
     FROM lock
     WHERE lock.got AND lock.idle_timeout IS NOT NULL
       -- A row is proposed where a new use may claim the key without one,
@@ -73,6 +74,7 @@ WITH lock AS (
         generation = excluded.generation,
         derived = true,
         attempt = k.attempt + 1,
+        request = CASE WHEN sqlc.arg(takeover)::boolean THEN coalesce(k.request, excluded.request) ELSE excluded.request END,
         response_status = NULL,
         response_headers = NULL,
         response_body = NULL,
@@ -134,10 +136,12 @@ SELECT idemgen_start_phase(sqlc.arg(lock_id)::bigint, sqlc.arg(idle_timeout_ms):
     sqlc.arg(scope)::text, sqlc.arg(operation)::text, sqlc.arg(key)::text, sqlc.arg(attempt)::integer, sqlc.arg(lease_ms)::bigint);
 
 -- name: CompleteKey :execrows
--- Stores the response of the attempt that holds the key.
+-- Stores the response of the attempt that holds the key; the request kept
+-- for the completer is needed no more.
 UPDATE idempotency_keys
 SET status = 'completed',
     locked_until = NULL,
+    request = NULL,
     response_status = sqlc.arg(response_status),
     response_headers = convert_from(sqlc.arg(response_headers)::bytea, 'UTF8')::jsonb,
     response_body = sqlc.arg(response_body)
@@ -235,3 +239,99 @@ SELECT (SELECT count(*) FROM deleted)::bigint AS deleted, (SELECT count(*) FROM 
 -- name: CountExpired :one
 SELECT count(*) FROM idempotency_keys
 WHERE status = 'completed' AND expires_at <= now();
+
+-- name: ListKeys :many
+-- Lists keys for operators (pgstore's ListKeys; idemgen keys list), newest
+-- first: of one scope (by_scope), one operation and one status when given
+-- (an empty one matches any). now is the database's clock, which ages and
+-- times left are counted from. Unlike the queries above, it is not keyed
+-- by the full primary key: it reads one scope's keys by the primary key's
+-- index, and otherwise the whole table. The queries below serve operators
+-- too.
+SELECT scope, operation, key, status, generation, attempt, derived, recovery_point,
+    response_status, created_at, expires_at, locked_until, now()::timestamptz AS now
+FROM idempotency_keys
+WHERE (NOT sqlc.arg(by_scope)::boolean OR scope = sqlc.arg(scope)::text)
+  AND (sqlc.arg(operation)::text = '' OR operation = sqlc.arg(operation)::text)
+  AND (sqlc.arg(status)::text = '' OR status = sqlc.arg(status)::text)
+ORDER BY created_at DESC, scope, operation, key
+LIMIT sqlc.arg(max_rows)::integer;
+
+-- name: KeyLocksHeld :many
+-- Which of the keys' advisory locks (lock_ids) an attempt holds right now.
+-- It reads pg_locks, which takes no lock, so that an operator's reads
+-- never make a claim or a lookup see a key busy. A bigint lock shows as
+-- its high and low 32 bits (classid, objid), with objsubid 1.
+SELECT ((l.classid::bigint << 32) | l.objid::bigint)::bigint AS lock_id
+FROM pg_catalog.pg_locks AS l
+WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted AND l.mode = 'ExclusiveLock'
+  AND l.database = (SELECT d.oid FROM pg_catalog.pg_database AS d WHERE d.datname = current_database())
+  AND ((l.classid::bigint << 32) | l.objid::bigint) = ANY(sqlc.arg(lock_ids)::bigint[]);
+
+-- name: ShowKey :one
+-- Reads one key with its stored response, the body cut at max_body bytes.
+SELECT scope, operation, key, status, generation, attempt, derived, recovery_point,
+    response_status, created_at, expires_at, locked_until, now()::timestamptz AS now,
+    response_headers,
+    substring(response_body FROM 1 FOR sqlc.arg(max_body)::integer)::bytea AS response_body,
+    coalesce(octet_length(response_body), 0)::integer AS body_len
+FROM idempotency_keys
+WHERE scope = sqlc.arg(scope) AND operation = sqlc.arg(operation) AND key = sqlc.arg(key);
+
+-- name: LockKeyToForget :one
+-- Takes the key's advisory lock for the rest of ForgetKey's transaction,
+-- as a claim and a phase's start do, so that none can start on the key
+-- until it commits. got is false when an attempt holds the lock; and when
+-- this session was left holding the key's claim (see migration 0005),
+-- whose lock it would be granted again.
+SELECT (pg_try_advisory_xact_lock(sqlc.arg(lock_id)::bigint)
+        AND coalesce(current_setting('idemgen.claim', true), '') <> sqlc.arg(lock_id)::bigint::text)::boolean AS got;
+
+-- name: KeyToForget :one
+-- Reads the key's row and locks it for ForgetKey: it waits for a phase
+-- that is running to commit or roll back.
+SELECT scope, operation, key, status, generation, attempt, derived, recovery_point,
+    response_status, created_at, expires_at, locked_until, now()::timestamptz AS now
+FROM idempotency_keys
+WHERE scope = sqlc.arg(scope) AND operation = sqlc.arg(operation) AND key = sqlc.arg(key)
+FOR UPDATE;
+
+-- name: EmptyKey :exec
+-- Forgets a key whose row must stay: one whose attempts derived keys, or
+-- an in-flight one. It is emptied as the reaper empties a key past its
+-- TTL, and expires now, so that the key's next use counts the next
+-- generation; attempt moves on, so that a phase of the attempt that held
+-- it commits nothing more.
+UPDATE idempotency_keys
+SET status = 'expired',
+    fingerprint = ''::bytea,
+    locked_until = NULL,
+    recovery_point = '',
+    response_status = NULL,
+    response_headers = NULL,
+    response_body = NULL,
+    attempt = attempt + 1,
+    expires_at = least(expires_at, now())
+WHERE scope = sqlc.arg(scope) AND operation = sqlc.arg(operation) AND key = sqlc.arg(key);
+
+-- name: DeleteKey :exec
+-- Forgets a completed key whose attempts derived no key: reusing its
+-- generation numbers repeats no key anyone was sent.
+DELETE FROM idempotency_keys
+WHERE scope = sqlc.arg(scope) AND operation = sqlc.arg(operation) AND key = sqlc.arg(key);
+
+-- name: FindAbandoned :many
+-- The completer's work: in-flight attempts of the operations named whose
+-- lease passed at least that operation's after_ms ago, oldest first. A
+-- plain read: the completer's takeover claim decides who gets each one.
+WITH o AS (
+    SELECT u.operation, (sqlc.arg(after_ms)::bigint[])[u.i] AS after_ms
+    FROM unnest(sqlc.arg(operations)::text[]) WITH ORDINALITY AS u(operation, i)
+)
+SELECT k.scope, k.operation, k.key, k.fingerprint, k.request, k.recovery_point, k.attempt, k.generation
+FROM idempotency_keys AS k
+JOIN o ON k.operation = o.operation
+WHERE k.status = 'in_flight'
+  AND k.locked_until <= now() - o.after_ms * interval '1 millisecond'
+ORDER BY k.locked_until
+LIMIT sqlc.arg(max_rows)::integer;

@@ -1,0 +1,23 @@
+package generator
+
+// Abandons reports whether an operation's annotation sets abandoned: the
+// generated code then has NewIdempotentCompleter.
+func (m *model) Abandons() bool {
+	for _, op := range m.Operations {
+		if op.Abandoned != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// Completes reports whether an operation's annotation sets abandoned:
+// complete, whose requests the completer decodes from JSON.
+func (m *model) Completes() bool {
+	for _, op := range m.Operations {
+		if op.Abandoned == "complete" {
+			return true
+		}
+	}
+	return false
+}
