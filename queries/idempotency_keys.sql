@@ -295,9 +295,9 @@ FOR UPDATE;
 -- name: EmptyKey :exec
 -- Forgets a key whose row must stay: one whose attempts derived keys, or
 -- an in-flight one. It is emptied as the reaper empties a key past its
--- TTL (the request kept for the completer too), and expires now, so that the key's next use counts the next
--- generation; attempt moves on, so that a phase of the attempt that held
--- it commits nothing more.
+-- TTL, the request kept for the completer too, and expires now, so that
+-- the key's next use counts the next generation; attempt moves on, so
+-- that a phase of the attempt that held it commits nothing more.
 UPDATE idempotency_keys
 SET status = 'expired',
     fingerprint = ''::bytea,

@@ -299,9 +299,9 @@ FOR UPDATE;
 -- name: EmptyKey :exec
 -- Forgets a key whose row must stay: one whose attempts derived keys, or
 -- an in-flight one. It is emptied as the reaper empties a key past its
--- TTL, and expires now, so that the key's next use counts the next
--- generation; attempt moves on, so that a phase of the attempt that held
--- it commits nothing more.
+-- TTL, the request kept for the completer too, and expires now, so that
+-- the key's next use counts the next generation; attempt moves on, so
+-- that a phase of the attempt that held it commits nothing more.
 UPDATE idempotency_keys
 SET status = 'expired',
     fingerprint = ''::bytea,
@@ -310,6 +310,7 @@ SET status = 'expired',
     response_status = NULL,
     response_headers = NULL,
     response_body = NULL,
+    request = NULL,
     attempt = attempt + 1,
     expires_at = least(expires_at, now())
 WHERE scope = sqlc.arg(scope) AND operation = sqlc.arg(operation) AND key = sqlc.arg(key);
