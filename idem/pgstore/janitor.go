@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore/internal/dbsqlc"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -19,6 +21,14 @@ const (
 	defaultSweepBatch   = 500
 	defaultReapBatch    = 1000
 	defaultInterval     = time.Minute
+
+	defaultStatementTimeout = 30 * time.Second
+	// maxDefaultJitter caps the default Jitter, a tenth of Interval.
+	maxDefaultJitter = 5 * time.Second
+	// timeoutGrace is how much longer than StatementTimeout the client
+	// waits for the server's own cancellation before giving up on the
+	// connection.
+	timeoutGrace = time.Second
 
 	// maxListed bounds the abandoned attempts one report logs; the count
 	// in the summary says how many there are in all.
@@ -42,6 +52,11 @@ type SweepOptions struct {
 	Problems idem.ProblemShape
 	// BatchSize bounds the rows one statement changes; zero means 500.
 	BatchSize int
+	// StatementTimeout bounds each statement Sweep sends, waits for locks
+	// included; zero means 30s, negative means no bound of its own (the
+	// server's statement_timeout applies). The server stops a statement
+	// that runs longer, and Sweep returns a *StatementTimeoutError.
+	StatementTimeout time.Duration
 	// DryRun counts what would change and changes nothing.
 	DryRun bool
 	// Logger receives what was done; nil uses slog.Default().
@@ -64,6 +79,10 @@ type SweepResult struct {
 type ReapOptions struct {
 	// BatchSize bounds the rows one statement deletes; zero means 1000.
 	BatchSize int
+	// StatementTimeout bounds each statement Reap sends, as
+	// SweepOptions.StatementTimeout does; zero means 30s, negative means
+	// no bound.
+	StatementTimeout time.Duration
 	// DryRun counts what would be deleted and deletes nothing.
 	DryRun bool
 	// Logger receives what was done; nil uses slog.Default().
@@ -92,14 +111,20 @@ type ReapResult struct {
 // Rows another transaction holds, such as a phase that is still running,
 // are skipped rather than waited for, so sweeps on several instances
 // share the work and never block requests. When ctx ends between batches,
-// Sweep returns what it did so far with the context's error.
+// or a statement runs past StatementTimeout, Sweep returns what it did so
+// far with the error.
 func (s *Store) Sweep(ctx context.Context, opts SweepOptions) (SweepResult, error) {
+	return s.sweep(ctx, opts, nil)
+}
+
+// sweep is Sweep, calling pause, when not nil, between two batches.
+func (s *Store) sweep(ctx context.Context, opts SweepOptions, pause func(context.Context)) (SweepResult, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return SweepResult{}, fmt.Errorf("pgstore: sweep: %w", err)
 	}
 	if opts.Fail && !opts.DryRun {
-		return s.failAbandoned(ctx, opts)
+		return s.failAbandoned(ctx, opts, pause)
 	}
 	return s.reportAbandoned(ctx, opts)
 }
@@ -116,6 +141,9 @@ func (o SweepOptions) withDefaults() (SweepOptions, error) {
 		return o, err
 	}
 	o.BatchSize = batch
+	if o.StatementTimeout == 0 {
+		o.StatementTimeout = defaultStatementTimeout
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -128,6 +156,9 @@ func (o ReapOptions) withDefaults() (ReapOptions, error) {
 		return o, err
 	}
 	o.BatchSize = batch
+	if o.StatementTimeout == 0 {
+		o.StatementTimeout = defaultStatementTimeout
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -144,22 +175,76 @@ func batchSize(n, def int) (int, error) {
 	return n, nil
 }
 
-// abandonedProblem is the response a sweep with Fail stores for each
-// abandoned attempt, and so what every later retry of its key receives.
-func abandonedProblem() *idem.Problem {
-	return &idem.Problem{
-		Type:   idem.TypeAttemptAbandoned,
-		Title:  "Attempt abandoned",
-		Status: 500,
-		Detail: "This request stopped partway through and was not retried with this Idempotency-Key " +
-			"in time to resume it, so it will not be resumed. What it did before it stopped remains in effect. " +
-			"Check the current state of the resource, then, if still needed, send a new request with a new Idempotency-Key.",
-	}
+// StatementTimeoutError reports a statement of Sweep or Reap that ran
+// past its StatementTimeout, such as one waiting for a lock a migration
+// holds. What earlier batches did stands.
+type StatementTimeoutError struct {
+	Timeout time.Duration
+	// Err is the server's cancellation (SQLSTATE 57014) or, when the
+	// server did not answer a second later, the context's deadline.
+	Err error
 }
 
-func (s *Store) failAbandoned(ctx context.Context, opts SweepOptions) (SweepResult, error) {
+func (e *StatementTimeoutError) Error() string {
+	return fmt.Sprintf("statement timed out after %v (StatementTimeout): %v", e.Timeout, e.Err)
+}
+
+func (e *StatementTimeoutError) Unwrap() error { return e.Err }
+
+// timedStatement runs f, one statement of Sweep or Reap, within timeout
+// d, or without a bound when d is negative. The server enforces d itself
+// (SET LOCAL statement_timeout): a context deadline alone would close the
+// connection and leave the statement queued on the server, to do its work
+// unseen once the lock it waits for is free. The context's deadline, a
+// second later, covers a server that does not answer at all.
+func (s *Store) timedStatement(ctx context.Context, d time.Duration, f func(context.Context, *dbsqlc.Queries) error) error {
+	if d < 0 {
+		return f(ctx, s.q)
+	}
+	sctx, cancel := context.WithTimeout(ctx, d+timeoutGrace)
+	defer cancel()
+	err := s.timedTx(sctx, d, f)
+	if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || queryCanceled(err)) {
+		return &StatementTimeoutError{Timeout: d, Err: err}
+	}
+	return err
+}
+
+// timedTx runs f in a transaction of its own whose statement_timeout is d.
+func (s *Store) timedTx(ctx context.Context, d time.Duration, f func(context.Context, *dbsqlc.Queries) error) error {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	// A no-op once committed.
+	defer func() { _ = tx.Rollback(ctx) }()
+	// Rounded up to a millisecond: a statement_timeout of 0 means none.
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", ms)); err != nil {
+		return err
+	}
+	if err := f(ctx, dbsqlc.New(tx)); err != nil {
+		return err
+	}
+	// A batch that ran is committed even if ctx ended meanwhile, as it
+	// would have been outside a transaction: Sweep and Reap stop after the
+	// batch in progress, and report it.
+	deadline, _ := ctx.Deadline()
+	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	return tx.Commit(cctx)
+}
+
+// queryCanceled reports whether the server canceled the statement, as its
+// statement_timeout does.
+func queryCanceled(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "57014" // query_canceled
+}
+
+func (s *Store) failAbandoned(ctx context.Context, opts SweepOptions, pause func(context.Context)) (SweepResult, error) {
 	start := time.Now()
-	resp := idem.Render(opts.Problems, abandonedProblem())
+	resp := idem.Render(opts.Problems, idem.AbandonedProblem())
 	headers, err := json.Marshal(resp.Header)
 	if err != nil {
 		return SweepResult{}, fmt.Errorf("pgstore: sweep: encode response headers: %w", err)
@@ -176,7 +261,11 @@ func (s *Store) failAbandoned(ctx context.Context, opts SweepOptions) (SweepResu
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("pgstore: sweep: %w", err)
 		}
-		rows, err := s.q.FailAbandoned(ctx, params)
+		var rows []dbsqlc.FailAbandonedRow
+		err := s.timedStatement(ctx, opts.StatementTimeout, func(ctx context.Context, q *dbsqlc.Queries) (err error) {
+			rows, err = q.FailAbandoned(ctx, params)
+			return err
+		})
 		if err != nil {
 			return res, fmt.Errorf("pgstore: sweep: fail abandoned attempts: %w", err)
 		}
@@ -198,6 +287,9 @@ func (s *Store) failAbandoned(ctx context.Context, opts SweepOptions) (SweepResu
 		if len(rows) < opts.BatchSize {
 			break
 		}
+		if pause != nil {
+			pause(ctx)
+		}
 	}
 	opts.Logger.LogAttrs(ctx, quietIfNone(res.Failed), "idem: swept abandoned attempts",
 		slog.Int("failed", res.Failed),
@@ -209,13 +301,21 @@ func (s *Store) failAbandoned(ctx context.Context, opts SweepOptions) (SweepResu
 func (s *Store) reportAbandoned(ctx context.Context, opts SweepOptions) (SweepResult, error) {
 	start := time.Now()
 	ms := opts.AbandonedFor.Milliseconds()
-	n, err := s.q.CountAbandoned(ctx, ms)
+	var n int64
+	err := s.timedStatement(ctx, opts.StatementTimeout, func(ctx context.Context, q *dbsqlc.Queries) (err error) {
+		n, err = q.CountAbandoned(ctx, ms)
+		return err
+	})
 	if err != nil {
 		return SweepResult{}, fmt.Errorf("pgstore: sweep: count abandoned attempts: %w", err)
 	}
 	var rows []dbsqlc.ListAbandonedRow
 	if n > 0 {
-		rows, err = s.q.ListAbandoned(ctx, dbsqlc.ListAbandonedParams{AbandonedForMs: ms, MaxRows: int32(min(n, maxListed))})
+		params := dbsqlc.ListAbandonedParams{AbandonedForMs: ms, MaxRows: int32(min(n, maxListed))}
+		err = s.timedStatement(ctx, opts.StatementTimeout, func(ctx context.Context, q *dbsqlc.Queries) (err error) {
+			rows, err = q.ListAbandoned(ctx, params)
+			return err
+		})
 		if err != nil {
 			return SweepResult{}, fmt.Errorf("pgstore: sweep: list abandoned attempts: %w", err)
 		}
@@ -248,16 +348,26 @@ func (s *Store) reportAbandoned(ctx context.Context, opts SweepOptions) (SweepRe
 //
 // Rows another transaction holds, such as a claim replacing an expired
 // key, are skipped rather than waited for, so reapers on several
-// instances share the work. When ctx ends between batches, Reap returns
-// what it did so far with the context's error.
+// instances share the work. When ctx ends between batches, or a statement
+// runs past StatementTimeout, Reap returns what it did so far with the
+// error.
 func (s *Store) Reap(ctx context.Context, opts ReapOptions) (ReapResult, error) {
+	return s.reap(ctx, opts, nil)
+}
+
+// reap is Reap, calling pause, when not nil, between two batches.
+func (s *Store) reap(ctx context.Context, opts ReapOptions, pause func(context.Context)) (ReapResult, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return ReapResult{}, fmt.Errorf("pgstore: reap: %w", err)
 	}
 	start := time.Now()
 	if opts.DryRun {
-		n, err := s.q.CountExpired(ctx)
+		var n int64
+		err := s.timedStatement(ctx, opts.StatementTimeout, func(ctx context.Context, q *dbsqlc.Queries) (err error) {
+			n, err = q.CountExpired(ctx)
+			return err
+		})
 		if err != nil {
 			return ReapResult{}, fmt.Errorf("pgstore: reap: count expired keys: %w", err)
 		}
@@ -272,7 +382,11 @@ func (s *Store) Reap(ctx context.Context, opts ReapOptions) (ReapResult, error) 
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("pgstore: reap: %w", err)
 		}
-		row, err := s.q.ReapExpired(ctx, int32(opts.BatchSize))
+		var row dbsqlc.ReapExpiredRow
+		err := s.timedStatement(ctx, opts.StatementTimeout, func(ctx context.Context, q *dbsqlc.Queries) (err error) {
+			row, err = q.ReapExpired(ctx, int32(opts.BatchSize))
+			return err
+		})
 		if err != nil {
 			return res, fmt.Errorf("pgstore: reap: delete expired keys: %w", err)
 		}
@@ -284,6 +398,9 @@ func (s *Store) Reap(ctx context.Context, opts ReapOptions) (ReapResult, error) 
 		}
 		if n < int64(opts.BatchSize) {
 			break
+		}
+		if pause != nil {
+			pause(ctx)
 		}
 	}
 	opts.Logger.LogAttrs(ctx, quietIfNone(res.Deleted+res.Emptied), "idem: reaped expired keys",
@@ -308,25 +425,70 @@ func quietIfNone(n int) slog.Level {
 type JanitorOptions struct {
 	// Interval is the time between runs; zero means one minute.
 	Interval time.Duration
-	Sweep    SweepOptions
-	Reap     ReapOptions
+	// Jitter spreads runs apart: each run waits a random time in
+	// [0, Jitter) before its first statement, and a random pause in
+	// [0, Jitter/10) between two batches, leaving requests room on a
+	// busy table. Zero means a tenth of Interval, at most 5s; negative
+	// means none. It may not exceed Interval.
+	Jitter time.Duration
+	// StatementTimeout bounds each statement of a run, for Sweep and Reap
+	// when theirs is zero (see SweepOptions.StatementTimeout); zero means
+	// 30s, negative means no bound. A run whose statement times out logs
+	// the error and the next run tries again.
+	StatementTimeout time.Duration
+	Sweep            SweepOptions
+	Reap             ReapOptions
+	// OnRun, when set, is called with what each run did once it ends,
+	// failed runs included; never for two runs at once. The next run
+	// waits for it to return.
+	OnRun func(JanitorRun)
+	// Tracer, when it is an idem.MaintenanceTracer, is told of each run
+	// too, before OnRun: pass the Tracer of the idem.Options to see the
+	// janitor beside the requests.
+	Tracer idem.Tracer
 	// Logger receives failed runs, and what Sweep and Reap did when their
 	// own Logger is nil; nil uses slog.Default().
 	Logger *slog.Logger
 }
 
+// JanitorRun is what one run of a Janitor did.
+type JanitorRun struct {
+	// Started is when the run began, after its Delay.
+	Started time.Time
+	// Took is the run's time from Started, its Pauses included.
+	Took time.Duration
+	// Delay is the random wait before the run, and Pauses the sum of its
+	// random pauses between batches (see JanitorOptions.Jitter).
+	Delay, Pauses time.Duration
+	Sweep         SweepResult
+	Reap          ReapResult
+	// Err joins the errors of the sweep and the reap; nil when both did
+	// their work. A run cut short by the end of Run's context has that
+	// context's error.
+	Err error
+}
+
 // Janitor keeps the key table healthy: it runs Sweep and Reap every
-// Interval until its context ends. Run one per server; several at once
-// share the work safely.
+// Interval until its context ends. Run one on every instance of a server,
+// without electing a leader: what makes many janitors safe together is
+// FOR UPDATE SKIP LOCKED in their statements. Each row is failed or
+// reaped by one instance's statement, and the others skip it rather than
+// wait for it, so they share the work and never do it twice. Jitter
+// spreads the instances' runs apart, so that instances started together,
+// as by a deploy, do not all fire at once every Interval.
 type Janitor struct {
-	store *Store
-	opts  JanitorOptions
+	store  *Store
+	opts   JanitorOptions
+	tracer idem.MaintenanceTracer // opts.Tracer's, or nil
 }
 
 // NewJanitor returns a janitor of store's table; Run starts it.
 func NewJanitor(store *Store, opts JanitorOptions) *Janitor {
 	if opts.Interval == 0 {
 		opts.Interval = defaultInterval
+	}
+	if opts.Jitter == 0 {
+		opts.Jitter = min(opts.Interval/10, maxDefaultJitter)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -337,48 +499,121 @@ func NewJanitor(store *Store, opts JanitorOptions) *Janitor {
 	if opts.Reap.Logger == nil {
 		opts.Reap.Logger = opts.Logger
 	}
-	return &Janitor{store: store, opts: opts}
+	if opts.Sweep.StatementTimeout == 0 {
+		opts.Sweep.StatementTimeout = opts.StatementTimeout
+	}
+	if opts.Reap.StatementTimeout == 0 {
+		opts.Reap.StatementTimeout = opts.StatementTimeout
+	}
+	j := &Janitor{store: store, opts: opts}
+	j.tracer, _ = opts.Tracer.(idem.MaintenanceTracer)
+	return j
 }
 
-// Run sweeps and reaps at once and then every Interval, until ctx is done;
-// it returns nil then. A failing run is logged and retried at the next
-// tick, never fatal. Invalid options, such as a negative Interval, are
-// the only error Run returns, at once.
+// Run sweeps and reaps at once and then every Interval, each run after
+// its random Delay, until ctx is done; it returns nil then. A failing run
+// is logged and retried at the next tick, never fatal. Invalid options,
+// such as a negative Interval, are the only error Run returns, at once.
 func (j *Janitor) Run(ctx context.Context) error {
 	if err := j.check(); err != nil {
 		return fmt.Errorf("pgstore: janitor: %w", err)
 	}
 	tick := time.NewTicker(j.opts.Interval)
 	defer tick.Stop()
-	for {
+	// Checked before each run: select picks a tick as readily as the end.
+	for ctx.Err() == nil {
 		j.runOnce(ctx)
 		select {
 		case <-ctx.Done():
-			return nil
 		case <-tick.C:
 		}
 	}
+	return nil
 }
 
 func (j *Janitor) check() error {
 	if j.opts.Interval < 0 {
 		return fmt.Errorf("negative Interval %v", j.opts.Interval)
 	}
+	if j.opts.Jitter > j.opts.Interval {
+		return fmt.Errorf("invalid Jitter %v: longer than Interval %v", j.opts.Jitter, j.opts.Interval)
+	}
 	_, sweepErr := j.opts.Sweep.withDefaults()
 	_, reapErr := j.opts.Reap.withDefaults()
 	return errors.Join(sweepErr, reapErr)
 }
 
-// runOnce sweeps, then reaps, so that attempts failed past their TTL go
-// in the same run. A failure of one does not skip the other.
+// runOnce waits its random delay, then sweeps, then reaps, so that
+// attempts failed past their TTL go in the same run. A failure of one does
+// not skip the other. A run whose context ends during the delay has not
+// begun, and is not reported.
 func (j *Janitor) runOnce(ctx context.Context) {
-	if _, err := j.store.Sweep(ctx, j.opts.Sweep); err != nil && ctx.Err() == nil {
-		j.opts.Logger.ErrorContext(ctx, "idem: janitor: sweep failed; retrying at the next run", "error", err, "interval", j.opts.Interval)
-	}
-	if ctx.Err() != nil {
+	run := JanitorRun{Delay: randomUpTo(j.opts.Jitter)}
+	if sleepCtx(ctx, run.Delay) != nil {
 		return
 	}
-	if _, err := j.store.Reap(ctx, j.opts.Reap); err != nil && ctx.Err() == nil {
-		j.opts.Logger.ErrorContext(ctx, "idem: janitor: reap failed; retrying at the next run", "error", err, "interval", j.opts.Interval)
+	run.Started = time.Now()
+	pause := func(ctx context.Context) {
+		d := randomUpTo(j.opts.Jitter / 10)
+		run.Pauses += d
+		_ = sleepCtx(ctx, d) // the batch loop sees ctx's end
+	}
+
+	var sweepErr, reapErr error
+	run.Sweep, sweepErr = j.store.sweep(ctx, j.opts.Sweep, pause)
+	if sweepErr != nil && ctx.Err() == nil {
+		j.opts.Logger.ErrorContext(ctx, "idem: janitor: sweep failed; retrying at the next run", "error", sweepErr, "interval", j.opts.Interval)
+	}
+	if err := ctx.Err(); err != nil {
+		reapErr = fmt.Errorf("pgstore: janitor: reap not run: %w", err)
+	} else {
+		run.Reap, reapErr = j.store.reap(ctx, j.opts.Reap, pause)
+		if reapErr != nil && ctx.Err() == nil {
+			j.opts.Logger.ErrorContext(ctx, "idem: janitor: reap failed; retrying at the next run", "error", reapErr, "interval", j.opts.Interval)
+		}
+	}
+	run.Took = time.Since(run.Started)
+	run.Err = errors.Join(sweepErr, reapErr)
+	j.report(ctx, run)
+}
+
+// report tells the tracer and OnRun what a run did.
+func (j *Janitor) report(ctx context.Context, run JanitorRun) {
+	if j.tracer != nil {
+		// Told even of a run cut short by the end of ctx.
+		j.tracer.TraceMaintenance(context.WithoutCancel(ctx), idem.TraceMaintenanceData{
+			Abandoned: run.Sweep.Abandoned,
+			Failed:    run.Sweep.Failed,
+			Deleted:   run.Reap.Deleted,
+			Emptied:   run.Reap.Emptied,
+			Duration:  run.Took,
+			Err:       run.Err,
+		})
+	}
+	if j.opts.OnRun != nil {
+		j.opts.OnRun(run)
+	}
+}
+
+// randomUpTo returns a random duration in [0, d), or 0 when d <= 0.
+func randomUpTo(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d)
+}
+
+// sleepCtx waits for d, or until ctx ends: then it returns ctx's error.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }

@@ -11,12 +11,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/idemgen/idemgen/internal/pgtest"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -656,8 +658,9 @@ func TestInvalidOptions(t *testing.T) {
 			_, err := store.Reap(ctx, pgstore.ReapOptions{BatchSize: -5, Logger: quiet})
 			return err
 		}(),
-		"negative interval": pgstore.NewJanitor(store, pgstore.JanitorOptions{Interval: -time.Second, Logger: quiet}).Run(ctx),
-		"janitor batch":     pgstore.NewJanitor(store, pgstore.JanitorOptions{Reap: pgstore.ReapOptions{BatchSize: -1}, Logger: quiet}).Run(ctx),
+		"negative interval":    pgstore.NewJanitor(store, pgstore.JanitorOptions{Interval: -time.Second, Logger: quiet}).Run(ctx),
+		"janitor batch":        pgstore.NewJanitor(store, pgstore.JanitorOptions{Reap: pgstore.ReapOptions{BatchSize: -1}, Logger: quiet}).Run(ctx),
+		"jitter over interval": pgstore.NewJanitor(store, pgstore.JanitorOptions{Interval: time.Second, Jitter: 2 * time.Second, Logger: quiet}).Run(ctx),
 	} {
 		if err == nil || !strings.HasPrefix(err.Error(), "pgstore: ") {
 			t.Errorf("%s: err = %v, want a pgstore error", name, err)
@@ -717,6 +720,7 @@ func TestJanitorRun(t *testing.T) {
 	log := &logs{}
 	stop := runJanitor(t, pgstore.NewJanitor(pgstore.New(pool, pgstore.Options{}), pgstore.JanitorOptions{
 		Interval: 10 * time.Millisecond,
+		Jitter:   -1,
 		Sweep:    pgstore.SweepOptions{Fail: true},
 		Logger:   log.logger(),
 	}))
@@ -746,6 +750,7 @@ func TestJanitorSurvivesFailingRuns(t *testing.T) {
 	log := &logs{}
 	stop := runJanitor(t, pgstore.NewJanitor(pgstore.New(pool, pgstore.Options{}), pgstore.JanitorOptions{
 		Interval: 10 * time.Millisecond,
+		Jitter:   -1,
 		Logger:   log.logger(),
 	}))
 	waitFor(t, "two failed sweeps", func() bool {
@@ -766,4 +771,302 @@ func TestJanitorSurvivesFailingRuns(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Errorf("Run = %v, want nil", err)
 	}
+}
+
+// maintenance records what a MaintenanceTracer is told.
+type maintenance struct {
+	mu   sync.Mutex
+	runs []idem.TraceMaintenanceData
+}
+
+func (m *maintenance) TraceRequestStart(ctx context.Context, _ idem.TraceRequestStartData) context.Context {
+	return ctx
+}
+
+func (m *maintenance) TraceRequestEnd(context.Context, idem.TraceRequestEndData) {}
+
+func (m *maintenance) TraceMaintenance(_ context.Context, d idem.TraceMaintenanceData) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.runs = append(m.runs, d)
+}
+
+func (m *maintenance) seen() []idem.TraceMaintenanceData {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.runs
+}
+
+// runJanitorFor runs a janitor until it has reported n runs, and returns
+// them. OnRun ends the janitor's context at the nth run, so no run follows.
+func runJanitorFor(t *testing.T, store *pgstore.Store, opts pgstore.JanitorOptions, n int) []pgstore.JanitorRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(bounded(t))
+	defer cancel()
+	var runs []pgstore.JanitorRun
+	onRun := opts.OnRun
+	opts.OnRun = func(r pgstore.JanitorRun) {
+		if onRun != nil {
+			onRun(r)
+		}
+		runs = append(runs, r)
+		if len(runs) == n {
+			cancel()
+		}
+	}
+	if err := pgstore.NewJanitor(store, opts).Run(ctx); err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+	if len(runs) != n {
+		t.Fatalf("janitor reported %d runs before its deadline, want %d: %+v", len(runs), n, runs)
+	}
+	return runs
+}
+
+// OnRun and the tracer see what each run did: a report-only run, then a
+// run that fails the abandoned attempts and reaps those past their TTL,
+// then runs that find nothing.
+func TestJanitorOnRun(t *testing.T) {
+	pool := newPool(t, nil)
+	store := pgstore.New(pool, pgstore.Options{})
+	seed(t, pool)
+	// Keys whose attempts derived keys are emptied, not deleted.
+	const nDerived = 50
+	if _, err := pool.Exec(bounded(t), `UPDATE idempotency_keys SET derived = true
+		WHERE key LIKE 'expired/%' AND split_part(key, '/', 2)::int <= $1`, nDerived); err != nil {
+		t.Fatal(err)
+	}
+	// Two, so that the janitor is told through idem.Tracers.
+	tracer, other := &maintenance{}, &maintenance{}
+	opts := pgstore.JanitorOptions{
+		Interval: time.Millisecond,
+		Jitter:   -1,
+		Sweep:    pgstore.SweepOptions{BatchSize: 500},
+		Reap:     pgstore.ReapOptions{BatchSize: 1000},
+		Tracer:   idem.Tracers(tracer, other),
+		Logger:   slog.New(slog.DiscardHandler),
+	}
+	runs := runJanitorFor(t, store, opts, 1)
+	opts.Sweep.Fail = true
+	runs = append(runs, runJanitorFor(t, store, opts, 3)...)
+
+	want := []struct {
+		sweep pgstore.SweepResult
+		reap  pgstore.ReapResult
+	}{
+		{pgstore.SweepResult{Abandoned: nToFail}, pgstore.ReapResult{Deleted: nExpired - nDerived, Emptied: nDerived, Batches: batches(nExpired, 1000)}},
+		{pgstore.SweepResult{Failed: nToFail, Batches: batches(nToFail, 500)}, pgstore.ReapResult{Deleted: nAbandonedExpired, Batches: 1}},
+		{},
+		{},
+	}
+	traced := tracer.seen()
+	if len(traced) != len(runs) || len(other.seen()) != len(runs) {
+		t.Fatalf("tracers saw %d and %d runs, want %d", len(traced), len(other.seen()), len(runs))
+	}
+	for i, r := range runs {
+		if r.Sweep != want[i].sweep || r.Reap != want[i].reap || r.Err != nil {
+			t.Errorf("run %d: sweep %+v, reap %+v, err %v; want %+v, %+v, nil", i, r.Sweep, r.Reap, r.Err, want[i].sweep, want[i].reap)
+		}
+		if r.Started.IsZero() || r.Took <= 0 || r.Delay != 0 || r.Pauses != 0 {
+			t.Errorf("run %d: started %v, took %v, delay %v, pauses %v; want a start, a time and no jitter", i, r.Started, r.Took, r.Delay, r.Pauses)
+		}
+		if i > 0 && !r.Started.After(runs[i-1].Started) {
+			t.Errorf("run %d started at %v, not after run %d at %v", i, r.Started, i-1, runs[i-1].Started)
+		}
+		wantTrace := idem.TraceMaintenanceData{
+			Abandoned: r.Sweep.Abandoned,
+			Failed:    r.Sweep.Failed,
+			Deleted:   r.Reap.Deleted,
+			Emptied:   r.Reap.Emptied,
+			Duration:  r.Took,
+		}
+		if traced[i] != wantTrace {
+			t.Errorf("run %d traced as %+v, want %+v", i, traced[i], wantTrace)
+		}
+	}
+	want0 := seeded()
+	move(want0, "abandoned/in_flight/0", "abandoned/completed/500", -1)
+	delete(want0, "abandonedexpired/in_flight/0")
+	delete(want0, "expired/completed/201")
+	want0["expired/expired/0"] = nDerived
+	checkTally(t, pool, want0)
+}
+
+// A statement waiting for a lock another transaction holds, such as a
+// migration's, is stopped after StatementTimeout: the run reports the
+// timeout, and once the lock is gone the next run does all the work. The
+// server stopped the waiting statements too, or they would have done part
+// of it when the lock went.
+func TestJanitorStatementTimeout(t *testing.T) {
+	ctx := bounded(t)
+	pool := newPool(t, nil)
+	store := pgstore.New(pool, pgstore.Options{})
+	seed(t, pool)
+	lock, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Rollback(context.Background()) })
+	if _, err := lock.Exec(ctx, `LOCK TABLE idempotency_keys IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+
+	// Sweep and Reap called directly are bounded the same way.
+	var timedOut *pgstore.StatementTimeoutError
+	quiet := slog.New(slog.DiscardHandler)
+	if _, err := store.Sweep(ctx, pgstore.SweepOptions{StatementTimeout: 50 * time.Millisecond, Logger: quiet}); !errors.As(err, &timedOut) ||
+		!strings.HasPrefix(err.Error(), "pgstore: sweep: count abandoned attempts: statement timed out after 50ms (StatementTimeout): ") {
+		t.Errorf("report-only Sweep = %v, want a *StatementTimeoutError", err)
+	}
+	if _, err := store.Reap(ctx, pgstore.ReapOptions{DryRun: true, StatementTimeout: 50 * time.Millisecond, Logger: quiet}); !errors.As(err, &timedOut) {
+		t.Errorf("dry-run Reap = %v, want a *StatementTimeoutError", err)
+	}
+
+	const timeout = 100 * time.Millisecond
+	log := &logs{}
+	tracer := &maintenance{}
+	runs := runJanitorFor(t, store, pgstore.JanitorOptions{
+		Interval:         time.Millisecond,
+		Jitter:           -1,
+		StatementTimeout: timeout,
+		Sweep:            pgstore.SweepOptions{Fail: true},
+		Tracer:           tracer,
+		Logger:           log.logger(),
+		OnRun: func(r pgstore.JanitorRun) {
+			if r.Err != nil {
+				// Let the next run through.
+				if err := lock.Rollback(ctx); err != nil {
+					t.Error(err)
+				}
+			}
+		},
+	}, 2)
+
+	failed := runs[0]
+	if !errors.As(failed.Err, &timedOut) || timedOut.Timeout != timeout {
+		t.Fatalf("first run's error = %v, want a *StatementTimeoutError of %v", failed.Err, timeout)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(timedOut, &pgErr) || pgErr.Code != "57014" {
+		t.Errorf("timeout error wraps %v, want the server's cancellation (57014)", timedOut.Err)
+	}
+	// The reap runs after a failed sweep, and times out as well.
+	for _, w := range []string{
+		"pgstore: sweep: fail abandoned attempts: statement timed out after 100ms (StatementTimeout): ",
+		"pgstore: reap: delete expired keys: statement timed out after 100ms (StatementTimeout): ",
+	} {
+		if !strings.Contains(failed.Err.Error(), w) {
+			t.Errorf("first run's error %q does not say %q", failed.Err, w)
+		}
+	}
+	if failed.Sweep != (pgstore.SweepResult{}) || failed.Reap != (pgstore.ReapResult{}) || failed.Took < 2*timeout {
+		t.Errorf("first run: sweep %+v, reap %+v, took %v; want nothing done, in at least %v", failed.Sweep, failed.Reap, failed.Took, 2*timeout)
+	}
+	for _, msg := range []string{"idem: janitor: sweep failed; retrying at the next run", "idem: janitor: reap failed; retrying at the next run"} {
+		if recs := log.with(msg); len(recs) != 1 || !strings.Contains(fmt.Sprint(recs[0].attrs["error"]), "StatementTimeout") {
+			t.Errorf("%q logged as %+v, want once, naming StatementTimeout", msg, recs)
+		}
+	}
+
+	next := runs[1]
+	wantSweep := pgstore.SweepResult{Failed: nToFail, Batches: batches(nToFail, 500)}
+	wantReap := pgstore.ReapResult{Deleted: nExpired + nAbandonedExpired, Batches: batches(nExpired+nAbandonedExpired, 1000)}
+	if next.Err != nil || next.Sweep != wantSweep || next.Reap != wantReap {
+		t.Errorf("run after the lock: sweep %+v, reap %+v, err %v; want %+v, %+v, nil", next.Sweep, next.Reap, next.Err, wantSweep, wantReap)
+	}
+	if traced := tracer.seen(); len(traced) != 2 || traced[0].Err != failed.Err || traced[1].Err != nil || traced[1].Failed != nToFail {
+		t.Errorf("tracer saw %+v", traced)
+	}
+	want := seeded()
+	move(want, "abandoned/in_flight/0", "abandoned/completed/500", -1)
+	delete(want, "abandonedexpired/in_flight/0")
+	delete(want, "expired/completed/201")
+	checkTally(t, pool, want)
+}
+
+// Each run waits a random delay under Jitter before it begins, and pauses
+// under Jitter/10 between batches; with Jitter zero, the delay is under a
+// tenth of Interval. The bounds are checked on the delays the janitor
+// reports, and that it waited them on the times it reports.
+func TestJanitorJitter(t *testing.T) {
+	pool := newPool(t, nil)
+	store := pgstore.New(pool, pgstore.Options{})
+	seed(t, pool)
+	quiet := slog.New(slog.DiscardHandler)
+
+	const jitter = 20 * time.Millisecond
+	runs := runJanitorFor(t, store, pgstore.JanitorOptions{
+		Interval: jitter,
+		Jitter:   jitter,
+		Sweep:    pgstore.SweepOptions{Fail: true, BatchSize: 500},
+		Reap:     pgstore.ReapOptions{BatchSize: 1000},
+		Logger:   quiet,
+	}, 5)
+	delays := map[time.Duration]bool{}
+	for i, r := range runs {
+		if r.Err != nil {
+			t.Errorf("run %d: %v", i, r.Err)
+		}
+		if r.Delay < 0 || r.Delay >= jitter {
+			t.Errorf("run %d: delay %v, want in [0, %v)", i, r.Delay, jitter)
+		}
+		delays[r.Delay] = true
+		if r.Took < r.Pauses {
+			t.Errorf("run %d took %v, less than its pauses %v", i, r.Took, r.Pauses)
+		}
+		if i > 0 {
+			if ended := runs[i-1].Started.Add(runs[i-1].Took); r.Started.Sub(ended) < r.Delay {
+				t.Errorf("run %d began %v after run %d ended, before its delay %v", i, r.Started.Sub(ended), i-1, r.Delay)
+			}
+		}
+	}
+	if len(delays) == 1 {
+		t.Errorf("every run waited %v; want random delays", runs[0].Delay)
+	}
+	// The first run sweeps in 5 batches and reaps in 3: 6 pauses between
+	// batches. Later runs have one batch each, and no pause.
+	if first := runs[0]; first.Sweep.Batches != 5 || first.Reap.Batches != 3 || first.Pauses <= 0 || first.Pauses >= 6*jitter/10 {
+		t.Errorf("first run: %d+%d batches, pauses %v; want 5+3, pauses in (0, %v)", first.Sweep.Batches, first.Reap.Batches, first.Pauses, 6*jitter/10)
+	}
+	for i, r := range runs[1:] {
+		if r.Pauses != 0 {
+			t.Errorf("run %d: pauses %v with one batch", i+1, r.Pauses)
+		}
+	}
+
+	const interval = 20 * time.Millisecond
+	for i, r := range runJanitorFor(t, store, pgstore.JanitorOptions{Interval: interval, Logger: quiet}, 3) {
+		if r.Delay < 0 || r.Delay >= interval/10 {
+			t.Errorf("default jitter, run %d: delay %v, want in [0, %v)", i, r.Delay, interval/10)
+		}
+	}
+}
+
+// A janitor waiting out its jitter stops at once when its context ends,
+// reporting no run: none began. The bubble's clock shows that no time
+// passed.
+func TestJanitorJitterEndsWithContext(t *testing.T) {
+	store := pgstore.New(newPool(t, nil), pgstore.Options{})
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		runs := 0
+		j := pgstore.NewJanitor(store, pgstore.JanitorOptions{
+			Interval: 2 * time.Hour,
+			Jitter:   time.Hour,
+			OnRun:    func(pgstore.JanitorRun) { runs++ },
+			Logger:   slog.New(slog.DiscardHandler),
+		})
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- j.Run(ctx) }()
+		synctest.Wait() // Run is waiting before its first run.
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v, want nil", err)
+		}
+		if waited := time.Since(start); waited != 0 || runs != 0 {
+			t.Errorf("Run returned after %v with %d runs; want at once, with none", waited, runs)
+		}
+	})
 }
