@@ -56,6 +56,8 @@ func init() {
 			about: sweepAbout, setup: janitorCommand("sweep")},
 		{name: "reap", summary: "delete stored responses whose TTL has passed",
 			about: reapAbout, setup: janitorCommand("reap")},
+		{name: "keys", args: "list|show|forget", summary: "list, show or forget the keys in the key store",
+			about: keysAbout, setup: keysCommand},
 		{name: "version", summary: "print idemgen's version and the Go version it was built with",
 			about: "Version prints the version of idemgen's module, (devel) when the build\nrecords none, as a build from a checkout may, and the Go version it was\nbuilt with.\n", setup: versionCommand},
 		{name: "help", args: "[command | annotations | config]", summary: "print this help, a command's, or a guide",
@@ -211,6 +213,8 @@ const annotationsHelp = `Annotate the operations that must be idempotent:
         x-idempotent:
           mode: phased        # atomic (default) or phased
           recovery-points: [payment_created, charge_created]
+          abandoned: complete # or fail: an attempt abandoned partway is ended (see below)
+          complete-after: 30m # with abandoned (default 1h)
 
 Each annotated operation's method in the generated IdempotentServer receives an
 *idem.Attempt whose Tx() is the attempt's transaction: write through it and your
@@ -223,6 +227,15 @@ A phased operation has one method per phase, each in a transaction of its own:
 CreatePayment first, then CreatePaymentAfter<Point> for each recovery point.
 Each returns CreatePaymentNext(point) or CreatePaymentRespond(response), the
 last the response itself. A retry after a crash resumes at the unfinished phase.
+
+abandoned, on a phased operation, has a completer inside the service drive an
+attempt to the end once its lease has passed and its client has not come back
+for complete-after. complete resumes it at its recovery point, with the request
+as the handler first received it, and stores the final response, which the
+client's retry replays; it is refused for a multipart request body, which
+cannot be stored. fail stores the terminal attempt-abandoned problem, as
+idemgen sweep -fail does. Without abandoned, such an attempt is left for a
+retry to take over, and idemgen sweep reports it.
 
 The fingerprint that tells a retry from a different request covers the
 operation, its path, query and header parameters (the Idempotency-Key aside)
@@ -525,6 +538,7 @@ func janitorCommand(cmd string) func(fs *flag.FlagSet) func(args []string, stdou
 		databaseURL := fs.String("database-url", "", "the key store's PostgreSQL database, as a `URL` (default $DATABASE_URL)")
 		dryRun := fs.Bool("dry-run", false, "count what would change and change nothing")
 		var o janitorOptions
+		fs.DurationVar(&o.timeout, "statement-timeout", 30*time.Second, "bound on each statement, such as one waiting on a lock; 0 or less: the server's own statement_timeout")
 		if cmd == "sweep" {
 			fs.IntVar(&o.batch, "batch", 500, "the most rows one statement changes")
 			fs.DurationVar(&o.sweep.AbandonedFor, "abandoned-for", time.Hour, "how long after its lease ended an in-flight attempt counts as abandoned")
@@ -540,11 +554,21 @@ func janitorCommand(cmd string) func(fs *flag.FlagSet) func(args []string, stdou
 	}
 }
 
+// statementTimeout is the -statement-timeout flag as the options take it:
+// there zero means the default and negative none.
+func statementTimeout(flag time.Duration) time.Duration {
+	if flag <= 0 {
+		return -1
+	}
+	return flag
+}
+
 type janitorOptions struct {
 	config      string // idemgen.yaml, for the errors section
 	databaseURL string
 	dryRun      bool
 	batch       int
+	timeout     time.Duration // per statement; 0 or less: the server's
 	sweep       pgstore.SweepOptions
 }
 
@@ -591,7 +615,7 @@ func runJanitor(cmd string, args []string, o janitorOptions, stderr io.Writer) i
 	var summary string
 	if cmd == "sweep" {
 		sweep := o.sweep
-		sweep.BatchSize, sweep.DryRun, sweep.Logger = o.batch, o.dryRun, log
+		sweep.BatchSize, sweep.DryRun, sweep.Logger, sweep.StatementTimeout = o.batch, o.dryRun, log, statementTimeout(o.timeout)
 		res, err := store.Sweep(ctx, sweep)
 		if err != nil {
 			return databaseError(stderr, cmd, err)
@@ -605,7 +629,7 @@ func runJanitor(cmd string, args []string, o janitorOptions, stderr io.Writer) i
 			summary = fmt.Sprintf("%s, left for a retry to take over; -fail marks them failed (%s)", count(res.Abandoned, "abandoned attempt"), elapsed(start))
 		}
 	} else {
-		reap := pgstore.ReapOptions{BatchSize: o.batch, DryRun: o.dryRun, Logger: log}
+		reap := pgstore.ReapOptions{BatchSize: o.batch, DryRun: o.dryRun, Logger: log, StatementTimeout: statementTimeout(o.timeout)}
 		res, err := store.Reap(ctx, reap)
 		if err != nil {
 			return databaseError(stderr, cmd, err)
