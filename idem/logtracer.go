@@ -21,8 +21,10 @@ type LogTracerOptions struct {
 // 413, 415, 422) are Info; first runs, replays, 409s and requests whose
 // client went away are Debug; a takeover is Info; store trouble and lease
 // overruns are Warn or Error, at most once per Window for each operation
-// and outcome. A handler's error is Debug here: the generated server's
-// ErrorHandlers log it at Error, with the stack of a panic.
+// and outcome, since every request meets them until they are fixed. A
+// commit that failed on the attempt's own writes is Error each time. A
+// handler's error is Debug here: the generated server's ErrorHandlers log
+// it at Error, with the stack of a panic.
 //
 // Records carry the operation, outcome, status, a short hash of the key
 // (KeyHash; never the key), attempt, generation, recovery point and
@@ -71,7 +73,7 @@ func (t *logTracer) TraceRequestEnd(ctx context.Context, d TraceRequestEndData) 
 		return
 	}
 	var suppressed int
-	if level >= slog.LevelWarn && t.window > 0 {
+	if (d.Outcome.StoreTrouble() || d.Outcome == OutcomeLeaseOverrun) && t.window > 0 {
 		var log bool
 		if log, suppressed = t.admit(stormKey{d.Operation, d.Outcome}); !log {
 			return

@@ -115,12 +115,13 @@ func (o Outcome) ClientError() bool {
 	return false
 }
 
-// StoreTrouble reports whether the outcome is the key store's failure:
-// what an operator is paged for.
+// StoreTrouble reports whether the outcome is the key store's failure,
+// which every request meets until it ends: what an operator is paged for.
+// A commit that failed on the attempt's own writes is the handler's.
 func (o Outcome) StoreTrouble() bool {
 	switch o {
 	case OutcomeStoreUnavailable, OutcomeStoreBusy, OutcomeStoreError, OutcomeStoreMisconfigured,
-		OutcomeCommitFailed, OutcomeTransactionConflict:
+		OutcomeTransactionConflict:
 		return true
 	}
 	return false

@@ -264,7 +264,7 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 	maintenance.Add(2)
 	go func() {
 		defer maintenance.Done()
-		_ = pgstore.NewJanitor(pgstore.New(s.pool, pgstore.Options{}), pgstore.JanitorOptions{Logger: log}).Run(janitorCtx)
+		_ = pgstore.NewJanitor(pgstore.New(s.pool, pgstore.Options{}), pgstore.JanitorOptions{Logger: log, Tracer: tel.tracer}).Run(janitorCtx)
 	}()
 	go func() {
 		defer maintenance.Done()

@@ -201,7 +201,7 @@ func (t *Tracer) TraceRequestEnd(ctx context.Context, d idem.TraceRequestEndData
 	}
 	// A client's mistake, a 409 or a replay is the layer doing its job;
 	// only what fails on the server marks the span failed.
-	if d.Outcome == idem.OutcomeHandlerError || d.Outcome == idem.OutcomeLeaseOverrun || d.Outcome.StoreTrouble() {
+	if d.Outcome == idem.OutcomeHandlerError || d.Outcome == idem.OutcomeLeaseOverrun || d.Outcome == idem.OutcomeCommitFailed || d.Outcome.StoreTrouble() {
 		span.SetAttributes(attrErrorType.String(outcome))
 		span.SetStatus(codes.Error, outcome)
 	}
