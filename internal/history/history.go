@@ -2,7 +2,8 @@
 // engine on any store: many clients send requests over a small key space,
 // so that they collide all the time, with handler errors, panics, client
 // cancels, killed connections and slow phases, while TTLs and leases pass
-// and the reaper and sweeper run in between. Every answer, handler run and
+// and the reaper, the sweeper and, on a store that lists abandoned
+// attempts, the completer run in between. Every answer, handler run and
 // committed effect is recorded, and the whole history is then checked
 // against the protocol's invariants (see History.Check).
 //
@@ -23,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,6 +81,9 @@ type Harness[T any] struct {
 	// engine must use, for the checker to read its errors.
 	Send   func(ctx context.Context, req Request, handle Handle[T]) Answer
 	Points []string
+
+	// complete runs the completer once, when the checker has one.
+	complete func(t testing.TB)
 }
 
 // Request is what a client sends: a key's use, and which of the key's two
@@ -205,7 +210,11 @@ type History struct {
 	cfg      Config
 	mu       sync.Mutex
 	requests []*request
-	runs     []*run
+	// completions are the completer's takeovers, as requests of client -1
+	// whose span covers the completer's run: not answers to anyone, but
+	// holders of their keys while they run.
+	completions []*request
+	runs        []*run
 	effects  []Effect
 	logs     *recorder
 	after    []string
@@ -245,6 +254,12 @@ func RunOn[T any](t testing.TB, hist *History, h Harness[T]) *History {
 		{Name: "createPayment", TTL: time.Hour, Lease: cfg.Lease, RecoveryPoints: h.Points},
 	}
 	if h.Send == nil {
+		// The checker's own engine keeps the phased requests for the
+		// completer, where the store lists abandoned attempts.
+		if _, ok := h.Store.(idem.AbandonedFinder); ok {
+			ops[1].Abandoned = idem.AbandonedComplete
+			h.complete = completer(h, hist, ops[1])
+		}
 		h.Send = engineSend(h, hist, ops)
 	}
 
@@ -320,6 +335,8 @@ func disturbOnce[T any](t testing.TB, h Harness[T], rng *rand.Rand) {
 		h.Reap(t)
 	case n < 8 && h.Sweep != nil:
 		h.Sweep(t)
+	case n < 9 && h.complete != nil:
+		h.complete(t)
 	}
 }
 
@@ -430,13 +447,6 @@ func engineSend[T any](h Harness[T], hist *History, ops [2]*idem.Operation) func
 	e := idem.NewEngine(h.Store, idem.Options{Logger: hist.Logger(), Scope: func(_ context.Context, r *http.Request) (string, error) {
 		return r.Header.Get(scopeHeader), nil
 	}})
-	respond := func(token string) idem.Writer {
-		return func(w http.ResponseWriter) error {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusCreated)
-			return json.NewEncoder(w).Encode(map[string]string{"token": token})
-		}
-	}
 	return func(ctx context.Context, req Request, handle Handle[T]) Answer {
 		hr := httptest.NewRequest("POST", "/", nil)
 		hr.Header.Set(idem.HeaderKey, req.ID.Key)
@@ -446,17 +456,7 @@ func engineSend[T any](h Harness[T], hist *History, ops [2]*idem.Operation) func
 		var resp *idem.Response
 		var err error
 		if req.Phased {
-			op := ops[1]
-			resp, err = e.ServePhased(ctx, op, fingerprint, func(ctx context.Context, at *idem.Attempt[T]) (string, idem.Writer, error) {
-				token, err := handle(ctx, at)
-				if err != nil {
-					return "", nil, err
-				}
-				if next := pointAfter(op.RecoveryPoints, at.RecoveryPoint()); next != "" {
-					return next, nil, nil
-				}
-				return "", respond(token), nil
-			})
+			resp, err = e.ServePhasedRequest(ctx, ops[1], fingerprint, req, phases(ops[1], handle))
 		} else {
 			resp, err = e.Serve(ctx, ops[0], fingerprint, func(ctx context.Context, at *idem.Attempt[T]) (idem.Writer, error) {
 				token, err := handle(ctx, at)
@@ -475,6 +475,76 @@ func engineSend[T any](h Harness[T], hist *History, ops [2]*idem.Operation) func
 			a.Token = body.Token
 		}
 		return a
+	}
+}
+
+// phases runs a phased request's phases with handle, answering a JSON
+// body with the last run's token.
+func phases[T any](op *idem.Operation, handle Handle[T]) idem.PhaseFunc[T] {
+	return func(ctx context.Context, at *idem.Attempt[T]) (string, idem.Writer, error) {
+		token, err := handle(ctx, at)
+		if err != nil {
+			return "", nil, err
+		}
+		if next := pointAfter(op.RecoveryPoints, at.RecoveryPoint()); next != "" {
+			return next, nil, nil
+		}
+		return "", respond(token), nil
+	}
+}
+
+func respond(token string) idem.Writer {
+	return func(w http.ResponseWriter) error {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		return json.NewEncoder(w).Encode(map[string]string{"token": token})
+	}
+}
+
+// completer returns what runs a completer of op once, on an engine of its
+// own: it resumes the attempts whose lease the disturbances let pass, and
+// the sweeper, clients' takeovers and other runs race it for them. Its
+// phases record their runs and effects as a client's succeeding ones do.
+func completer[T any](h Harness[T], hist *History, op *idem.Operation) func(testing.TB) {
+	e := idem.NewEngine(h.Store, idem.Options{Logger: hist.Logger()})
+	var seq atomic.Int64
+	var mu sync.Mutex // one run at a time, as one instance's completer
+	var current []*request
+	c := idem.NewCompleter(e, []idem.Completable[T]{{Operation: op, Phases: func(_ context.Context, raw []byte) (idem.PhaseFunc[T], error) {
+		var req Request
+		if err := json.Unmarshal(raw, &req); err != nil {
+			return nil, err
+		}
+		r := &request{client: -1, seq: int(seq.Add(1)), id: req.ID, phased: true, variant: req.Variant, behaviour: succeed, start: h.Now()}
+		current = append(current, r)
+		return phases(op, func(ctx context.Context, at *idem.Attempt[T]) (string, error) {
+			rn := &run{req: r, generation: at.Generation(), derived: at.DerivedKey("charge"), phase: at.RecoveryPoint(),
+				token: fmt.Sprintf("completer-%d-%s", r.seq, at.RecoveryPoint()), start: h.Now()}
+			hist.mu.Lock()
+			hist.runs = append(hist.runs, rn)
+			hist.mu.Unlock()
+			eff := Effect{Scope: r.id.Scope, Operation: r.id.Operation, Key: at.Key(), Generation: at.Generation(), Phase: at.RecoveryPoint(), Token: rn.token}
+			if err := h.Effect(ctx, at, eff); err != nil {
+				return "", err
+			}
+			return rn.token, nil
+		}), nil
+	}}}, idem.CompleterOptions{CompleteAfter: time.Millisecond, BatchSize: 4})
+	return func(t testing.TB) {
+		mu.Lock()
+		defer mu.Unlock()
+		current = nil
+		run := c.RunOnce(context.Background())
+		if run.Err != nil {
+			t.Errorf("completer: %v", run.Err)
+		}
+		end := h.Now()
+		hist.mu.Lock()
+		for _, r := range current {
+			r.end = end
+			hist.completions = append(hist.completions, r)
+		}
+		hist.mu.Unlock()
 	}
 }
 
@@ -601,6 +671,11 @@ func (hist *History) Check() []string {
 // while r was, or ended less than a lease before r began without being
 // sure to have released its key.
 func (hist *History) inFlight(r *request, same []*request) bool {
+	for _, o := range hist.completions {
+		if o.id == r.id && o.start.Before(r.end) && o.end.After(r.start) {
+			return true
+		}
+	}
 	for _, o := range same {
 		if o == r {
 			continue
@@ -657,7 +732,7 @@ func (hist *History) Summary() string {
 		}
 		counts[k]++
 	}
-	return fmt.Sprintf("%d requests, %d handler runs, %d committed effects; answers %v", len(hist.requests), len(hist.runs), len(hist.effects), counts)
+	return fmt.Sprintf("%d requests, %d handler runs, %d committed effects, %d abandoned attempts the completer tried; answers %v", len(hist.requests), len(hist.runs), len(hist.effects), len(hist.completions), counts)
 }
 
 // recorder keeps the engine's log records of level ERROR.
