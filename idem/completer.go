@@ -62,10 +62,12 @@ type AbandonedFinder interface {
 }
 
 // AbandonedAfter names an operation and how long after its lease passed
-// its attempts count as abandoned.
+// its attempts count as abandoned. With NeedsRequest, only attempts that
+// kept their request are listed: the others cannot be resumed.
 type AbandonedAfter struct {
-	Operation string
-	After     time.Duration
+	Operation    string
+	After        time.Duration
+	NeedsRequest bool
 }
 
 // Completable is an operation a Completer drives to the end: Operation,
@@ -135,7 +137,7 @@ func NewCompleter[T any](engine *Engine[T], ops []Completable[T], opts Completer
 			after = time.Hour
 		}
 		c.ops[o.Operation.Name] = o
-		c.after = append(c.after, AbandonedAfter{Operation: o.Operation.Name, After: after})
+		c.after = append(c.after, AbandonedAfter{Operation: o.Operation.Name, After: after, NeedsRequest: o.Operation.Abandoned == AbandonedComplete})
 	}
 	if c.opts.Interval <= 0 {
 		c.opts.Interval = time.Minute
@@ -256,7 +258,7 @@ func (c *Completer[T]) finish(ctx context.Context, a AbandonedAttempt) finishRes
 		}
 		result = finishCompleted
 	} else if op.Abandoned == AbandonedComplete {
-		return finishSkipped // no request was kept: too large, or stored before
+		return finishSkipped // no request was kept (the store lists none such)
 	} else {
 		abandoned := Render(c.engine.problems, AbandonedProblem())
 		run = func(context.Context, *Attempt[T]) (string, Writer, error) {

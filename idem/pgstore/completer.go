@@ -24,6 +24,7 @@ func (s *Store) FindAbandoned(ctx context.Context, ops []idem.AbandonedAfter, li
 	for _, o := range ops {
 		params.Operations = append(params.Operations, o.Operation)
 		params.AfterMs = append(params.AfterMs, o.After.Milliseconds())
+		params.NeedsRequest = append(params.NeedsRequest, o.NeedsRequest)
 	}
 	var rows []dbsqlc.FindAbandonedRow
 	err := s.read(ctx, func(q *dbsqlc.Queries) (err error) {

@@ -108,13 +108,19 @@ func TestCompleterFinishesAbandoned(t *testing.T) {
 	p := newPayments(t)
 	e := idem.NewEngine(pgstore.New(p.pool, pgstore.Options{}), idem.Options{Logger: quietLog})
 	op := &idem.Operation{Name: "pay", TTL: time.Hour, Lease: time.Minute, RecoveryPoints: []string{"created"}, Abandoned: idem.AbandonedComplete}
+	// An older attempt abandoned before the operation was completed, so
+	// without its request: it cannot be resumed, and must not crowd the
+	// one that can out of a batch of one.
+	plain := *op
+	plain.Abandoned = ""
+	p.abandon(t, e, &plain, "k0", 100)
 	p.abandon(t, e, op, "k1", 1250)
 	if n := p.count(t, `SELECT count(*) FROM idempotency_keys WHERE status = 'in_flight' AND request IS NOT NULL`); n != 1 {
 		t.Fatalf("%d in-flight rows with their request, want 1", n)
 	}
 	var runs []idem.CompleterRun
 	c := idem.NewCompleter(e, []idem.Completable[pgx.Tx]{p.completable(op)}, idem.CompleterOptions{
-		CompleteAfter: time.Millisecond, OnRun: func(r idem.CompleterRun) { runs = append(runs, r) }})
+		CompleteAfter: time.Millisecond, BatchSize: 1, OnRun: func(r idem.CompleterRun) { runs = append(runs, r) }})
 	// The lease was released at once; a millisecond later it counts as
 	// abandoned. Until then a run finds nothing, which is fine too.
 	for deadline := time.Now().Add(10 * time.Second); ; {
@@ -134,6 +140,9 @@ func TestCompleterFinishesAbandoned(t *testing.T) {
 	}
 	if n := p.count(t, `SELECT count(*) FROM idempotency_keys WHERE status = 'completed' AND response_status = 201 AND request IS NULL`); n != 1 {
 		t.Fatalf("%d completed rows with a 201 and no request left, want 1", n)
+	}
+	if n := p.count(t, `SELECT count(*) FROM idempotency_keys WHERE key = 'k0' AND status = 'in_flight'`); n != 1 {
+		t.Fatal("the attempt without its request was not left for a retry or the sweeper")
 	}
 	before := p.runs
 	req := charge{Amount: 1250}

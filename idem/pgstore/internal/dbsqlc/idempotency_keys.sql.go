@@ -361,22 +361,25 @@ func (q *Queries) FailAbandoned(ctx context.Context, arg FailAbandonedParams) ([
 
 const findAbandoned = `-- name: FindAbandoned :many
 WITH o AS (
-    SELECT u.operation, ($2::bigint[])[u.i] AS after_ms
-    FROM unnest($3::text[]) WITH ORDINALITY AS u(operation, i)
+    SELECT u.operation, ($2::bigint[])[u.i] AS after_ms,
+        ($3::boolean[])[u.i] AS needs_request
+    FROM unnest($4::text[]) WITH ORDINALITY AS u(operation, i)
 )
 SELECT k.scope, k.operation, k.key, k.fingerprint, k.request, k.recovery_point, k.attempt, k.generation
 FROM idempotency_keys AS k
 JOIN o ON k.operation = o.operation
 WHERE k.status = 'in_flight'
   AND k.locked_until <= now() - o.after_ms * interval '1 millisecond'
+  AND (k.request IS NOT NULL OR NOT o.needs_request)
 ORDER BY k.locked_until
 LIMIT $1::integer
 `
 
 type FindAbandonedParams struct {
-	MaxRows    int32
-	AfterMs    []int64
-	Operations []string
+	MaxRows      int32
+	AfterMs      []int64
+	NeedsRequest []bool
+	Operations   []string
 }
 
 type FindAbandonedRow struct {
@@ -391,10 +394,17 @@ type FindAbandonedRow struct {
 }
 
 // The completer's work: in-flight attempts of the operations named whose
-// lease passed at least that operation's after_ms ago, oldest first. A
-// plain read: the completer's takeover claim decides who gets each one.
+// lease passed at least that operation's after_ms ago, oldest first, and
+// that kept their request where the operation needs it (one without could
+// never be resumed, and would crowd out those that can). A plain read: the
+// completer's takeover claim decides who gets each one.
 func (q *Queries) FindAbandoned(ctx context.Context, arg FindAbandonedParams) ([]FindAbandonedRow, error) {
-	rows, err := q.db.Query(ctx, findAbandoned, arg.MaxRows, arg.AfterMs, arg.Operations)
+	rows, err := q.db.Query(ctx, findAbandoned,
+		arg.MaxRows,
+		arg.AfterMs,
+		arg.NeedsRequest,
+		arg.Operations,
+	)
 	if err != nil {
 		return nil, err
 	}

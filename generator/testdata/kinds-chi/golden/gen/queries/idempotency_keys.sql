@@ -323,10 +323,13 @@ WHERE scope = sqlc.arg(scope) AND operation = sqlc.arg(operation) AND key = sqlc
 
 -- name: FindAbandoned :many
 -- The completer's work: in-flight attempts of the operations named whose
--- lease passed at least that operation's after_ms ago, oldest first. A
--- plain read: the completer's takeover claim decides who gets each one.
+-- lease passed at least that operation's after_ms ago, oldest first, and
+-- that kept their request where the operation needs it (one without could
+-- never be resumed, and would crowd out those that can). A plain read: the
+-- completer's takeover claim decides who gets each one.
 WITH o AS (
-    SELECT u.operation, (sqlc.arg(after_ms)::bigint[])[u.i] AS after_ms
+    SELECT u.operation, (sqlc.arg(after_ms)::bigint[])[u.i] AS after_ms,
+        (sqlc.arg(needs_request)::boolean[])[u.i] AS needs_request
     FROM unnest(sqlc.arg(operations)::text[]) WITH ORDINALITY AS u(operation, i)
 )
 SELECT k.scope, k.operation, k.key, k.fingerprint, k.request, k.recovery_point, k.attempt, k.generation
@@ -334,5 +337,6 @@ FROM idempotency_keys AS k
 JOIN o ON k.operation = o.operation
 WHERE k.status = 'in_flight'
   AND k.locked_until <= now() - o.after_ms * interval '1 millisecond'
+  AND (k.request IS NOT NULL OR NOT o.needs_request)
 ORDER BY k.locked_until
 LIMIT sqlc.arg(max_rows)::integer;
