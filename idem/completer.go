@@ -187,7 +187,7 @@ func (c *Completer[T]) RunOnce(ctx context.Context) CompleterRun {
 	defer func() {
 		run.Took = time.Since(run.Started)
 		if mt, ok := c.engine.tracer.(MaintenanceTracer); ok {
-			mt.TraceMaintenance(ctx, TraceMaintenanceData{Completed: run.Completed, Failed: run.Failed,
+			mt.TraceMaintenance(ctx, TraceMaintenanceData{Completer: true, Completed: run.Completed, Failed: run.Failed,
 				CompletionFailed: run.Errored, Duration: run.Took, Err: run.Err})
 		}
 		if run.Found > 0 || run.Err != nil {

@@ -278,8 +278,12 @@ type MaintenanceTracer interface {
 	TraceMaintenance(ctx context.Context, data TraceMaintenanceData)
 }
 
-// TraceMaintenanceData is what one janitor run found and did.
+// TraceMaintenanceData is what one janitor run, or one completer run,
+// found and did.
 type TraceMaintenanceData struct {
+	// Completer is set for a Completer's run, which finds no abandoned
+	// attempts to report, only ones to finish.
+	Completer bool
 	// Abandoned counts attempts found abandoned and left for a retry (a
 	// sweep that only reports).
 	Abandoned int

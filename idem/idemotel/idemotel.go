@@ -40,6 +40,7 @@ const (
 	AttrPoint      = attribute.Key("idem.recovery_point")
 	AttrLeaseLost  = attribute.Key("idem.lease_lost")
 	AttrAction     = attribute.Key("idem.action")
+	AttrTask       = attribute.Key("idem.task") // janitor or completer
 	// attrStatus and attrErrorType follow OpenTelemetry's semantic
 	// conventions for HTTP and errors.
 	attrStatus    = attribute.Key("http.response.status_code")
@@ -129,7 +130,7 @@ func New(opts Options) (*Tracer, error) {
 		metric.WithDescription("Abandoned attempts the completer drove to the end, by idem.action: completed or failed."))
 	add(e)
 	t.runs, e = m.Int64Counter(MetricJanitorRuns, metric.WithUnit("{run}"),
-		metric.WithDescription("Janitor runs; error.type is set on runs that failed."))
+		metric.WithDescription("Runs of the janitor and the completer, by idem.task; error.type is set on runs that failed."))
 	add(e)
 	if err != nil {
 		return nil, fmt.Errorf("idemotel: %w", err)
@@ -230,7 +231,12 @@ func (t *Tracer) TraceStepEnd(ctx context.Context, _ idem.TraceStepData, _ time.
 
 // TraceMaintenance counts what a janitor run found and did.
 func (t *Tracer) TraceMaintenance(ctx context.Context, d idem.TraceMaintenanceData) {
-	t.abandoned.Record(ctx, int64(d.Abandoned))
+	task := AttrTask.String("janitor")
+	if d.Completer {
+		task = AttrTask.String("completer")
+	} else {
+		t.abandoned.Record(ctx, int64(d.Abandoned))
+	}
 	if d.Failed > 0 {
 		t.swept.Add(ctx, int64(d.Failed))
 	}
@@ -247,10 +253,10 @@ func (t *Tracer) TraceMaintenance(ctx context.Context, d idem.TraceMaintenanceDa
 		t.completer.Add(ctx, int64(d.CompletionFailed), metric.WithAttributes(AttrAction.String("failed")))
 	}
 	if d.Err != nil {
-		t.runs.Add(ctx, 1, metric.WithAttributes(attrErrorType.String(errorType(d.Err))))
+		t.runs.Add(ctx, 1, metric.WithAttributes(task, attrErrorType.String(errorType(d.Err))))
 		return
 	}
-	t.runs.Add(ctx, 1)
+	t.runs.Add(ctx, 1, metric.WithAttributes(task))
 }
 
 // errorType is a failed run's error.type: low in cardinality, as the

@@ -385,3 +385,60 @@ func TestTraceSpans(t *testing.T) {
 		}
 	}
 }
+
+// The janitor's and the completer's runs are counted by what they did;
+// a completer's run leaves the janitor's count of abandoned attempts as
+// the last sweep found it.
+func TestMaintenanceCounts(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	tracer, err := idemotel.New(idemotel.Options{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tracer.TraceMaintenance(ctx, idem.TraceMaintenanceData{Abandoned: 3, Failed: 2, Deleted: 5, Emptied: 1})
+	tracer.TraceMaintenance(ctx, idem.TraceMaintenanceData{Completer: true, Completed: 2, CompletionFailed: 1})
+	tracer.TraceMaintenance(ctx, idem.TraceMaintenanceData{Completer: true, Err: context.DeadlineExceeded})
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch data := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, dp := range data.DataPoints {
+					name := m.Name
+					for _, kv := range dp.Attributes.ToSlice() {
+						name += " " + kv.Value.Emit()
+					}
+					got[name] += dp.Value
+				}
+			case metricdata.Gauge[int64]:
+				for _, dp := range data.DataPoints {
+					got[m.Name] = dp.Value
+				}
+			}
+		}
+	}
+	want := map[string]int64{
+		idemotel.MetricAbandoned:                          3,
+		idemotel.MetricSwept:                              2,
+		idemotel.MetricReaped + " deleted":                5,
+		idemotel.MetricReaped + " emptied":                1,
+		idemotel.MetricCompleter + " completed":           2,
+		idemotel.MetricCompleter + " failed":              1,
+		idemotel.MetricJanitorRuns + " janitor":           1,
+		idemotel.MetricJanitorRuns + " completer":         1,
+		idemotel.MetricJanitorRuns + " timeout completer": 1,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %d, want %d", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
