@@ -215,9 +215,9 @@ type History struct {
 	// holders of their keys while they run.
 	completions []*request
 	runs        []*run
-	effects  []Effect
-	logs     *recorder
-	after    []string
+	effects     []Effect
+	logs        *recorder
+	after       []string
 }
 
 // scopeHeader carries a request's scope to the engine's Scope function.
