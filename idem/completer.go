@@ -284,7 +284,7 @@ func (c *Completer[T]) finish(ctx context.Context, a AbandonedAttempt) finishRes
 // first, and an error when it did not end with a stored response.
 func (e *Engine[T]) resume(ctx context.Context, op *Operation, a AbandonedAttempt, run PhaseFunc[T]) (*Response, error) {
 	ctx, o := e.begin(ctx, TraceRequestStartData{Operation: op.Name, Phased: true, Completer: true})
-	o.keyHash = KeyHash(a.ID)
+	o.id = a.ID
 	resp, err := e.resumeAttempt(ctx, op, a, run)
 	e.end(ctx, op, o, resp, err)
 	if err == nil && !o.ran {

@@ -404,7 +404,7 @@ func (e *Engine[T]) identify(ctx context.Context, op *Operation) (ID, *Response,
 		return ID{}, resp, nil
 	}
 	id := ID{Scope: scope, Operation: op.Name, Key: key}
-	observed(ctx).keyHash = KeyHash(id)
+	observed(ctx).id = id
 	return id, nil, nil
 }
 

@@ -84,8 +84,8 @@ func (t *logTracer) TraceRequestEnd(ctx context.Context, d TraceRequestEndData) 
 		slog.String("operation", d.Operation),
 		slog.String("outcome", d.Outcome.String()),
 		slog.Int("status", d.Status))
-	if d.KeyHash != "" {
-		attrs = append(attrs, slog.String("key_hash", d.KeyHash))
+	if hash := d.KeyHash(); hash != "" {
+		attrs = append(attrs, slog.String("key_hash", hash))
 	}
 	if d.Attempt > 0 {
 		attrs = append(attrs, slog.Int64("attempt", d.Attempt), slog.Int64("generation", d.Generation))

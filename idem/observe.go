@@ -6,10 +6,12 @@ import (
 )
 
 // observation is what the engine notes of one request for its Tracer, as
-// the request goes through the protocol.
+// the request goes through the protocol. It is the request's context too,
+// holding itself, so that noting it costs one allocation, not two.
 type observation struct {
+	context.Context
 	start               time.Time
-	keyHash             string
+	id                  ID // once the key is valid
 	attempt, generation int64
 	point               string
 	ran                 bool // an attempt ran and its response was stored
@@ -21,6 +23,15 @@ type observation struct {
 }
 
 type observationKey struct{}
+
+// Value finds the observation under observationKey, and the rest in the
+// context it was made from.
+func (o *observation) Value(key any) any {
+	if key == (observationKey{}) {
+		return o
+	}
+	return o.Context.Value(key)
+}
 
 // observed returns the request's observation; one made for nobody when
 // the request did not come through Serve or ServePhased.
@@ -38,9 +49,8 @@ func (o *observation) claimed(c Claim) {
 
 // begin starts observing a request of op.
 func (e *Engine[T]) begin(ctx context.Context, start TraceRequestStartData) (context.Context, *observation) {
-	o := &observation{start: time.Now(), completer: start.Completer}
-	ctx = e.tracer.TraceRequestStart(ctx, start)
-	return context.WithValue(ctx, observationKey{}, o), o
+	o := &observation{Context: e.tracer.TraceRequestStart(ctx, start), start: time.Now(), completer: start.Completer}
+	return o, o
 }
 
 // end tells the tracer how the request ended.
@@ -48,7 +58,7 @@ func (e *Engine[T]) end(ctx context.Context, op *Operation, o *observation, resp
 	data := TraceRequestEndData{
 		Operation:     op.Name,
 		Status:        statusOf(resp, err),
-		KeyHash:       o.keyHash,
+		id:            o.id,
 		RecoveryPoint: o.point,
 		LeaseLost:     o.leaseLost,
 		Lookup:        o.lookup,
@@ -67,7 +77,7 @@ func (e *Engine[T]) end(ctx context.Context, op *Operation, o *observation, resp
 		data.Outcome = resp.outcome
 	case resp.Replayed:
 		data.Outcome = OutcomeReplay
-	case o.keyHash == "":
+	case o.id.Key == "":
 		data.Outcome = OutcomeUnkeyed
 	case o.takeover:
 		data.Outcome = OutcomeTakeover

@@ -200,10 +200,8 @@ type TraceRequestEndData struct {
 	Outcome   Outcome
 	// Status is the HTTP status answered; 499 for a client that went away.
 	Status int
-	// KeyHash is a short hash of the key's scope, operation and key (see
-	// KeyHash), to find the key in logs and in `idemgen keys`; "" when
-	// the request had no valid key.
-	KeyHash string
+	// id is the request's key, for KeyHash; never handed out.
+	id ID
 	// Attempt is the claim's fencing number: how many times the key's row
 	// has been claimed, this attempt included; 0 when no attempt ran.
 	Attempt int64
@@ -227,6 +225,17 @@ type TraceRequestEndData struct {
 	// Completer is set when a Completer, not a client, resumed an
 	// abandoned attempt (see TraceRequestStartData.Completer).
 	Completer bool
+}
+
+// KeyHash is a short hash of the request's key, scope and operation (see
+// KeyHash), to find the key in logs and in `idemgen keys`; "" when the
+// request had no valid key. It is computed when asked for, so that a
+// tracer that logs nothing for the request pays nothing for it.
+func (d TraceRequestEndData) KeyHash() string {
+	if d.id.Key == "" {
+		return ""
+	}
+	return KeyHash(d.id)
 }
 
 // Step is one step of a request in the protocol, as a StepTracer sees it.

@@ -185,8 +185,8 @@ func (t *Tracer) TraceRequestEnd(ctx context.Context, d idem.TraceRequestEndData
 		return
 	}
 	span.SetAttributes(AttrOutcome.String(outcome), attrStatus.Int(d.Status))
-	if d.KeyHash != "" {
-		span.SetAttributes(AttrKeyHash.String(d.KeyHash))
+	if hash := d.KeyHash(); hash != "" {
+		span.SetAttributes(AttrKeyHash.String(hash))
 	}
 	if d.Attempt > 0 {
 		span.SetAttributes(AttrAttempt.Int64(d.Attempt), AttrGeneration.Int64(d.Generation))
