@@ -104,17 +104,6 @@ func Outcomes() []Outcome {
 	return out
 }
 
-// ClientError reports whether the outcome is the client's mistake, which
-// a retry of the same request repeats: a 400, 413, 415 or 422.
-func (o Outcome) ClientError() bool {
-	switch o {
-	case OutcomeMismatch, OutcomeMissingKey, OutcomeInvalidKey, OutcomeInvalidScope,
-		OutcomeInvalidRequest, OutcomeBodyTooLarge, OutcomeUnsupportedMediaType:
-		return true
-	}
-	return false
-}
-
 // StoreTrouble reports whether the outcome is the key store's failure,
 // which every request meets until it ends: what an operator is paged for.
 // A commit that failed on the attempt's own writes is the handler's.
