@@ -298,6 +298,10 @@ func (e *Engine[T]) serve(ctx context.Context, op *Operation, fingerprint []byte
 	lc, _ := e.store.(LookupClaimer[T])
 	read := func() (Record, outcome, error) {
 		step := e.startStep(ctx, op, StepLookup, "")
+		if rec, ok := e.filtered(ctx, id, fingerprint); ok {
+			e.endLookup(ctx, step, nil)
+			return rec, outcome{}, nil
+		}
 		if lc == nil {
 			rec, err := e.store.Lookup(ctx, id)
 			e.endLookup(ctx, step, err)
@@ -323,6 +327,22 @@ func (e *Engine[T]) serve(ctx context.Context, op *Operation, fingerprint []byte
 		at := &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: c.Generation}
 		return ran(e.execute(ctx, op, txn, at.recordDerivations(txn), h)), nil
 	})
+}
+
+// filtered asks the store's replay filter, if it has one, for a replay
+// of id with fingerprint: a hit is a completed record that the engine
+// answers as a replay, as it would the store's.
+func (e *Engine[T]) filtered(ctx context.Context, id ID, fingerprint []byte) (Record, bool) {
+	f, ok := e.store.(ReplayFilter)
+	if !ok {
+		return Record{}, false
+	}
+	resp, res := f.FilteredReplay(ctx, id, fingerprint)
+	observed(ctx).filter = res
+	if res != FilterHit || resp == nil {
+		return Record{}, false
+	}
+	return Record{Found: true, Completed: true, Fingerprint: fingerprint, Response: resp}, true
 }
 
 // outcome is what an attempt came to once it ran: the response to send,

@@ -20,6 +20,7 @@ type observation struct {
 	lookup, held        time.Duration
 	err                 error // the store's error, or why the client went
 	completer           bool  // a Completer's, not a client's
+	filter              FilterResult
 }
 
 type observationKey struct{}
@@ -66,6 +67,7 @@ func (e *Engine[T]) end(ctx context.Context, op *Operation, o *observation, resp
 		Duration:      time.Since(o.start),
 		Err:           o.err,
 		Completer:     o.completer,
+		Filter:        o.filter,
 	}
 	if o.attempt > 0 {
 		data.Attempt, data.Generation = o.attempt, o.generation

@@ -62,6 +62,10 @@ func (e *Engine[T]) servePhased(ctx context.Context, op *Operation, fingerprint 
 	}
 	read := func() (Record, outcome, error) {
 		step := e.startStep(ctx, op, StepLookup, "")
+		if rec, ok := e.filtered(ctx, id, fingerprint); ok {
+			e.endLookup(ctx, step, nil)
+			return rec, outcome{}, nil
+		}
 		rec, err := e.store.Lookup(ctx, id)
 		e.endLookup(ctx, step, err)
 		return rec, outcome{}, err

@@ -242,3 +242,33 @@ type Txn[T any] interface {
 	// handler error caused by the store going away from any other.
 	Abort(ctx context.Context) error
 }
+
+// ReplayFilter is a Store with a cache of completed responses in front of
+// it, such as pgstore's with Redis (Options.ReplayCache): the engine asks
+// it before the store's lookup, and a hit is answered as a replay without
+// the store. It only ever answers replays: a hit is a response the store
+// committed for exactly this key and fingerprint, within the key's TTL.
+// Every other decision (a claim, a 409, a 422, a takeover) is the store's,
+// which a miss or a failure falls back to.
+type ReplayFilter interface {
+	FilteredReplay(ctx context.Context, id ID, fingerprint []byte) (*Response, FilterResult)
+}
+
+// FilterResult is what a ReplayFilter's lookup came to.
+type FilterResult uint8
+
+const (
+	FilterNone   FilterResult = iota // no filter was asked
+	FilterHit                        // the filter answered the replay
+	FilterMiss                       // the filter had no answer for this key and fingerprint
+	FilterFailed                     // the filter could not be reached in time; the store answered
+)
+
+var filterResultNames = [...]string{"none", "hit", "miss", "failed"}
+
+func (r FilterResult) String() string {
+	if int(r) < len(filterResultNames) {
+		return filterResultNames[r]
+	}
+	return "unknown"
+}

@@ -214,6 +214,9 @@ type TraceRequestEndData struct {
 	// Completer is set when a Completer, not a client, resumed an
 	// abandoned attempt (see TraceRequestStartData.Completer).
 	Completer bool
+	// Filter is what the store's replay filter answered, when it has one
+	// (see ReplayFilter): a hit is a replay the store was not asked for.
+	Filter FilterResult
 }
 
 // KeyHash is a short hash of the request's key, scope and operation (see

@@ -2,10 +2,12 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,7 +78,7 @@ func TestRoundTripBudget(t *testing.T) {
 		t.Logf("%-16s %d round trips, %d commits: %v", name, len(got), commits, got)
 	}
 
-	check("first execution", 201, []string{"select", "begin+insert", "insert+commit+select"}, serve("k1", "fp"))
+	check("first execution", 201, []string{"select", "begin+insert", "with+commit"}, serve("k1", "fp"))
 
 	var xmin1, xmax1, xmin2, xmax2 string
 	rowVersion := `SELECT xmin::text, xmax::text FROM idempotency_keys WHERE key = 'k1'`
@@ -107,7 +109,7 @@ func TestRoundTripBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	check("first execution, TransactionPooling", 201, []string{"select", "begin+select", "insert", "insert+commit"}, resp)
+	check("first execution, TransactionPooling", 201, []string{"select", "begin+select", "insert", "with+commit"}, resp)
 
 	held, err := pgstore.New(pool, pgstore.Options{}).Claim(ctx, idem.ID{Operation: "createOrder", Key: "k2"}, idem.Claim{Fingerprint: []byte("fp"), TTL: time.Hour, Lease: time.Minute})
 	if err != nil {
@@ -193,4 +195,133 @@ func TestRoundTripBudgetPhased(t *testing.T) {
 	if got := trace.take(); !slices.Equal(got, []string{"select"}) {
 		t.Fatalf("phased replay: statements %v, want one select", got)
 	}
+}
+
+// outcomes records each request's outcome, as the engine's Tracer sees it.
+type outcomes struct {
+	mu   sync.Mutex
+	seen []idem.TraceRequestEndData
+}
+
+func (o *outcomes) TraceRequestStart(ctx context.Context, _ idem.TraceRequestStartData) context.Context {
+	return ctx
+}
+
+func (o *outcomes) TraceRequestEnd(_ context.Context, d idem.TraceRequestEndData) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seen = append(o.seen, d)
+}
+
+func (o *outcomes) last(t *testing.T) idem.TraceRequestEndData {
+	t.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.seen) == 0 {
+		t.Fatal("the tracer saw no request")
+	}
+	return o.seen[len(o.seen)-1]
+}
+
+// TestStatementBudget holds the layer to DESIGN.md's budget, per outcome
+// as the engine's tracer reports it, counting the statements PostgreSQL
+// runs besides the handler's own: an atomic first execution runs at most
+// four (the lookup that claims, BEGIN, the key row that hands the claim
+// over, COMMIT) in two round trips besides the handler's, with one
+// commit; a replay, 409 or 422 runs one read-only statement and commits
+// nothing.
+func TestStatementBudget(t *testing.T) {
+	ctx := context.Background()
+	trace := &statements{}
+	pool := newPool(t, trace)
+	if _, err := pool.Exec(ctx, `CREATE TABLE orders (id serial PRIMARY KEY, key text)`); err != nil {
+		t.Fatal(err)
+	}
+	seen := &outcomes{}
+	store := pgstore.New(pool, pgstore.Options{})
+	engine := idem.NewEngine(store, idem.Options{Tracer: seen})
+	op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Minute}
+	handlerStatements := 0
+	handler := func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+		handlerStatements++
+		if _, err := at.Tx().Exec(ctx, `INSERT INTO orders (key) VALUES ($1)`, at.Key()); err != nil {
+			return nil, err
+		}
+		return func(w http.ResponseWriter) error {
+			w.WriteHeader(201)
+			return nil
+		}, nil
+	}
+	serve := func(key, fp string) {
+		t.Helper()
+		r := httptest.NewRequest("POST", "/orders", nil)
+		r.Header.Set(idem.HeaderKey, key)
+		if _, err := engine.Serve(idem.WithRequest(ctx, r), op, []byte(fp), handler); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 { // prepares the queries on the pool's connections
+		serve(fmt.Sprint("warm", i), "fp")
+		serve(fmt.Sprint("warm", i), "fp")
+	}
+	trace.take()
+
+	type budget struct {
+		outcome    idem.Outcome
+		statements int // the layer's own
+		roundTrips int // the layer's own, not counting those that carry a handler's statement
+		commits    int
+		readOnly   bool
+	}
+	check := func(name string, want budget, request func()) {
+		t.Helper()
+		handlerStatements = 0
+		request()
+		got := trace.take()
+		end := seen.last(t)
+		if end.Outcome != want.outcome {
+			t.Errorf("%s: outcome %s, want %s", name, end.Outcome, want.outcome)
+		}
+		statements, roundTrips, commits, readOnly := 0, 0, 0, true
+		for _, trip := range got {
+			verbs := strings.Split(trip, "+")
+			statements += len(verbs)
+			if !slices.Contains(verbs, "insert") || !slices.Contains(verbs, "begin") {
+				roundTrips++ // the handler's insert rides with BEGIN
+			}
+			for _, v := range verbs {
+				switch v {
+				case "commit":
+					commits++
+				case "select":
+				default:
+					readOnly = false
+				}
+			}
+		}
+		statements -= handlerStatements
+		t.Logf("%-22s %-8s %d statements of its own, %d round trips, %d commits: %v", name, end.Outcome, statements, roundTrips, commits, got)
+		if statements > want.statements || roundTrips > want.roundTrips || commits != want.commits || (want.readOnly && !readOnly) {
+			t.Errorf("%s: %d statements, %d round trips, %d commits, read-only %v; want at most %d statements and %d round trips, %d commits, read-only %v",
+				name, statements, roundTrips, commits, readOnly, want.statements, want.roundTrips, want.commits, want.readOnly)
+		}
+	}
+
+	check("first execution", budget{idem.OutcomeFirst, 4, 2, 1, false}, func() { serve("k1", "fp") })
+	check("replay", budget{idem.OutcomeReplay, 1, 1, 0, true}, func() { serve("k1", "fp") })
+	check("422", budget{idem.OutcomeMismatch, 1, 1, 0, true}, func() { serve("k1", "other") })
+
+	held, err := store.Claim(ctx, idem.ID{Operation: "createOrder", Key: "k2"}, idem.Claim{Fingerprint: []byte("fp"), TTL: time.Hour, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trace.take()
+	check("409", budget{idem.OutcomeConflict, 1, 1, 0, true}, func() { serve("k2", "fp") })
+	if err := held.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	trace.take()
+	// The key's held lock is gone with the abort: its first execution is
+	// claimed by its lookup again.
+	check("first after an abort", budget{idem.OutcomeFirst, 4, 2, 1, false}, func() { serve("k2", "fp") })
 }

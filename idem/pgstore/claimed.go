@@ -20,9 +20,10 @@ var _ idem.LookupClaimer[pgx.Tx] = (*Store)(nil)
 // exists and no attempt holds the key, claims it for a first execution in
 // the same statement: the session takes the key's advisory lock (see
 // idemgen_try_claim in migration 0005). The attempt's transaction begins
-// with its handler's first statement and ends with the key's row, COMMIT
-// and the lock's release sent together, so a first execution costs two
-// round trips besides its handler's.
+// with its handler's first statement and ends with the key's row, which
+// hands the lock over to the transaction (migration 0008), and COMMIT,
+// sent together: a first execution costs two round trips besides its
+// handler's, and four statements: the lookup, BEGIN, the row and COMMIT.
 //
 // A lookup that finds a row or a held key only reads; so does one on a
 // store on neither a pool nor a connection, one with TransactionPooling,
@@ -52,7 +53,7 @@ func (s *Store) LookupClaim(ctx context.Context, id idem.ID, c idem.Claim) (idem
 	}
 	if !row.Claimed {
 		conn.release()
-		rec, err := record(row)
+		rec, err := s.record(ctx, id, row)
 		return rec, nil, err
 	}
 	t := &claimed{
@@ -88,7 +89,8 @@ func (t *claimed) Tx() pgx.Tx { return ownedTx{t.tx} }
 func (t *claimed) RecordDerivation() { t.row.Derived = true }
 
 // Complete writes the key's row with the response and commits it with the
-// handler's writes, releasing the key, in one round trip. A handler that
+// handler's writes, releasing the key, in one round trip: the row's
+// statement hands the claim over to the transaction, which COMMIT ends. A handler that
 // ran no statement began no transaction: the row is then written on its
 // own.
 func (t *claimed) Complete(ctx context.Context, r *idem.Response) error {
@@ -103,7 +105,11 @@ func (t *claimed) Complete(ctx context.Context, r *idem.Response) error {
 	}
 	row := t.row
 	row.ResponseStatus, row.ResponseHeaders, row.ResponseBody = pgtype.Int4{Int32: int32(r.Status), Valid: true}, headers, r.Body
-	store := capture(func(q *dbsqlc.Queries) error { return q.StoreResponse(ctx, row) })
+	row.ClaimLock = t.lock
+	store := capture(func(q *dbsqlc.Queries) error {
+		_, err := q.StoreResponse(ctx, row)
+		return err
+	})
 	release := t.release(ctx)
 	_, released, err := finish(ctx, t.c, "store response", store, !t.tx.begun, &release)
 	if err == nil && !released {

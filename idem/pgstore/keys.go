@@ -304,6 +304,9 @@ func (s *Store) ForgetKey(ctx context.Context, id idem.ID, opts ForgetOptions) (
 	if err == nil && action != "none" {
 		err = commit(ctx, tx, "forget key "+hash)
 	}
+	if err == nil && s.filter != nil {
+		err = s.filter.forget(ctx, id, k.ExpiresAt.Sub(k.Now))
+	}
 	attrs := []slog.Attr{
 		slog.String("operation", id.Operation),
 		slog.String("scope", id.Scope),

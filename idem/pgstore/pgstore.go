@@ -74,6 +74,11 @@ type Options struct {
 	TransactionPooling bool
 	// Logger receives that error; nil uses slog.Default().
 	Logger *slog.Logger
+	// ReplayCache, when set, is a replay filter in front of PostgreSQL
+	// (see redisfilter.New): replays of completed keys are answered from
+	// it without a statement, and every other decision stays here. A
+	// cache that is down or slow costs its bounded wait, never an answer.
+	ReplayCache ReplayCache
 }
 
 // Store is the PostgreSQL key store. Its attempts hand handlers a pgx.Tx.
@@ -88,6 +93,7 @@ type Store struct {
 	// txClaims: lookups claim nothing (Options.TransactionPooling, or a
 	// pooler noticed).
 	txClaims atomic.Bool
+	filter   *filter // nil without Options.ReplayCache
 }
 
 var _ idem.Store[pgx.Tx] = (*Store)(nil)
@@ -100,6 +106,9 @@ func New(db DB, opts Options) *Store {
 		s.log = slog.Default()
 	}
 	s.txClaims.Store(opts.TransactionPooling)
+	if opts.ReplayCache != nil {
+		s.filter = &filter{cache: opts.ReplayCache, s: s}
+	}
 	if s.acquireTimeout <= 0 {
 		s.acquireTimeout = 3 * time.Second
 	}
@@ -181,7 +190,7 @@ func (s *Store) Lookup(ctx context.Context, id idem.ID) (idem.Record, error) {
 	if err != nil {
 		return idem.Record{}, classify("lookup key", err)
 	}
-	return record(row)
+	return s.record(ctx, id, row)
 }
 
 func lookupParams(id idem.ID, claim bool, lease time.Duration) dbsqlc.LookupKeyParams {
@@ -194,6 +203,17 @@ func lookupParams(id idem.ID, claim bool, lease time.Duration) dbsqlc.LookupKeyP
 // statusEmptied is the status of a row the reaper emptied, keeping only
 // the key and its generation (see Reap).
 const statusEmptied = "expired"
+
+// record is what a lookup's row of id reports. A completed row is added
+// to the replay filter, if the store has one.
+func (s *Store) record(ctx context.Context, id idem.ID, row dbsqlc.LookupKeyRow) (idem.Record, error) {
+	read := time.Now()
+	rec, err := record(row)
+	if err == nil && s.filter != nil && rec.Completed && !rec.Expired {
+		s.filter.fill(ctx, id, rec, time.Duration(row.TtlLeftMs)*time.Millisecond, read)
+	}
+	return rec, err
+}
 
 // record is what a lookup's row reports.
 func record(row dbsqlc.LookupKeyRow) (idem.Record, error) {
@@ -380,7 +400,10 @@ func (t *txn) Complete(ctx context.Context, r *idem.Response) error {
 	if t.row != nil {
 		row := *t.row
 		row.ResponseStatus, row.ResponseHeaders, row.ResponseBody = status, headers, r.Body
-		_, err := t.end(ctx, "store response", capture(func(q *dbsqlc.Queries) error { return q.StoreResponse(ctx, row) }))
+		_, err := t.end(ctx, "store response", capture(func(q *dbsqlc.Queries) error {
+			_, err := q.StoreResponse(ctx, row)
+			return err
+		}))
 		return err
 	}
 	// The phase's start locked the row, so it is still this attempt's.

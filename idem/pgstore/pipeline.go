@@ -231,10 +231,11 @@ func beginWith(ctx context.Context, c attemptConn, st statement) (pgx.Tx, error)
 
 // finish ends an attempt's transaction on c in one round trip: BEGIN first
 // when begin is set (no statement of the handler began it), the attempt's
-// last statement st, COMMIT, and, when the session holds the key's lock
-// (claim), the lock's release after the COMMIT, so that nothing finds the
-// key free before its row has committed. It reports the rows st changed
-// and whether the release found the lock, and gives c back. A COMMIT whose
+// last statement st, and COMMIT. When the session holds the key's lock
+// (claim, its release), st hands it over to the transaction and returns
+// whether it found it (StoreResponse), so that COMMIT frees the key with
+// its row visible. It reports the rows st changed and whether the
+// handover found the lock, and gives c back. A COMMIT whose
 // acknowledgement was lost may have committed: the error then also
 // matches idem.ErrCommitUnknown. When anything fails, the transaction is
 // rolled back and the lock released as rollback does.
@@ -245,9 +246,6 @@ func finish(ctx context.Context, c attemptConn, what string, st statement, begin
 	}
 	b.Queue(st.sql, st.args...)
 	b.Queue("COMMIT")
-	if claim != nil {
-		b.Queue(claim.sql, claim.args...)
-	}
 	br := c.conn.SendBatch(ctx, b)
 	// Any of them may fail after all were sent: a lost connection then
 	// leaves the outcome unknown.
@@ -255,11 +253,26 @@ func finish(ctx context.Context, c attemptConn, what string, st statement, begin
 		_, err = br.Exec()
 	}
 	var tag, commitTag pgconn.CommandTag
-	if err == nil {
+	if err == nil && claim != nil {
+		var rs pgx.Rows
+		if rs, err = br.Query(); err == nil {
+			for rs.Next() {
+				err = rs.Scan(&released)
+			}
+			rs.Close()
+			if err == nil {
+				err = rs.Err()
+			}
+			tag = rs.CommandTag()
+		}
+	} else if err == nil {
 		tag, err = br.Exec()
 	}
 	if err == nil {
 		commitTag, err = br.Exec()
+	}
+	if err == nil {
+		err = br.Close()
 	}
 	if err != nil {
 		_ = br.Close()
@@ -267,25 +280,18 @@ func finish(ctx context.Context, c attemptConn, what string, st statement, begin
 		_, _ = rollback(ctx, c, claim)
 		return 0, false, err
 	}
-	var rerr error
-	if claim != nil {
-		rerr = br.QueryRow().Scan(&released)
+	if commitTag.String() != "COMMIT" {
+		// The transaction rolled back, and the handover with it: the
+		// session's lock is gone, and release resets what is left.
+		_, _ = rollback(ctx, c, claim)
+		return 0, false, fmt.Errorf("pgstore: %s: the transaction was aborted by an earlier error, so COMMIT rolled it back: %w", what, pgx.ErrTxCommitRollback)
 	}
-	if cerr := br.Close(); rerr == nil {
-		rerr = cerr
-	}
-	if claim != nil && (rerr != nil || !released) {
+	if claim != nil && !released {
 		// A session lock must not outlive its attempt on a pooled
 		// connection: closing it ends the session, and the lock with it.
 		_ = c.conn.Close(context.WithoutCancel(ctx))
-	} else if claim == nil && rerr != nil {
-		_, _ = rollback(ctx, c, nil)
-		return 0, false, commitError(what, rerr)
 	}
 	c.release()
-	if commitTag.String() != "COMMIT" {
-		return 0, released, fmt.Errorf("pgstore: %s: the transaction was aborted by an earlier error, so COMMIT rolled it back: %w", what, pgx.ErrTxCommitRollback)
-	}
 	return tag.RowsAffected(), released, nil
 }
 

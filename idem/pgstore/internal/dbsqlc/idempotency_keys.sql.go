@@ -697,7 +697,8 @@ SELECT
     k.response_headers,
     k.response_body,
     coalesce(k.expires_at <= now(), false)::boolean AS expired,
-    coalesce((extract(epoch FROM k.locked_until - now()) * 1000)::bigint, 0)::bigint AS lease_left_ms
+    coalesce((extract(epoch FROM k.locked_until - now()) * 1000)::bigint, 0)::bigint AS lease_left_ms,
+    coalesce((extract(epoch FROM k.expires_at - now()) * 1000)::bigint, 0)::bigint AS ttl_left_ms
 FROM (SELECT 1) AS one
 LEFT JOIN idempotency_keys AS k
     ON k.scope = $4 AND k.operation = $5 AND k.key = $6
@@ -726,6 +727,7 @@ type LookupKeyRow struct {
 	ResponseBody    []byte
 	Expired         bool
 	LeaseLeftMs     int64
+	TtlLeftMs       int64
 }
 
 // Queries of the idempotency key store. Every query is keyed by the full
@@ -762,6 +764,7 @@ func (q *Queries) LookupKey(ctx context.Context, arg LookupKeyParams) (LookupKey
 		&i.ResponseBody,
 		&i.Expired,
 		&i.LeaseLeftMs,
+		&i.TtlLeftMs,
 	)
 	return i, err
 }
@@ -949,15 +952,20 @@ func (q *Queries) ShowKey(ctx context.Context, arg ShowKeyParams) (ShowKeyRow, e
 	return i, err
 }
 
-const storeResponse = `-- name: StoreResponse :exec
+const storeResponse = `-- name: StoreResponse :one
+WITH claim AS (
+    SELECT CASE WHEN $13::bigint = 0 THEN true
+                ELSE idemgen_hand_over_claim($13::bigint) END AS handed_over
+)
 INSERT INTO idempotency_keys AS k
     (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived,
      response_status, response_headers, response_body, created_at, expires_at)
-VALUES ($1, $2, $3, $4, 'completed', NULL, '',
-    $5, $6, $7, $8,
+SELECT $1::text, $2::text, $3::text, $4::bytea, 'completed', NULL, '',
+    $5::integer, $6::bigint, $7::boolean, $8::integer,
     -- As bytea, which every pgx query mode sends intact, then read as JSON.
-    convert_from($9::bytea, 'UTF8')::jsonb, $10,
-    now(), now() + $11::bigint * interval '1 millisecond')
+    convert_from($9::bytea, 'UTF8')::jsonb, $10::bytea,
+    now(), now() + $11::bigint * interval '1 millisecond'
+FROM claim
 ON CONFLICT (scope, operation, key) DO UPDATE
 SET fingerprint = excluded.fingerprint,
     status = 'completed',
@@ -972,6 +980,7 @@ SET fingerprint = excluded.fingerprint,
     response_body = excluded.response_body,
     created_at = excluded.created_at,
     expires_at = excluded.expires_at
+RETURNING (SELECT handed_over FROM claim)::boolean AS handed_over
 `
 
 type StoreResponseParams struct {
@@ -987,6 +996,7 @@ type StoreResponseParams struct {
 	ResponseBody    []byte
 	TtlMs           int64
 	Takeover        bool
+	ClaimLock       int64
 }
 
 // Writes an atomic attempt's key row, with its response, in the attempt's
@@ -995,9 +1005,12 @@ type StoreResponseParams struct {
 // claim checked and its advisory lock keeps from changing; the row may
 // only have been reaped since, and the generation is the attempt's own.
 // derived stays true once any attempt on the key derived a key, so that
-// the reaper keeps the key's generation.
-func (q *Queries) StoreResponse(ctx context.Context, arg StoreResponseParams) error {
-	_, err := q.db.Exec(ctx, storeResponse,
+// the reaper keeps the key's generation. An attempt its lookup claimed
+// (claim_lock not 0) hands its claim over to the transaction here, so
+// that COMMIT frees the key (see migration 0008); handed_over is false
+// when this session held no such claim.
+func (q *Queries) StoreResponse(ctx context.Context, arg StoreResponseParams) (bool, error) {
+	row := q.db.QueryRow(ctx, storeResponse,
 		arg.Scope,
 		arg.Operation,
 		arg.Key,
@@ -1010,6 +1023,9 @@ func (q *Queries) StoreResponse(ctx context.Context, arg StoreResponseParams) er
 		arg.ResponseBody,
 		arg.TtlMs,
 		arg.Takeover,
+		arg.ClaimLock,
 	)
-	return err
+	var handed_over bool
+	err := row.Scan(&handed_over)
+	return handed_over, err
 }

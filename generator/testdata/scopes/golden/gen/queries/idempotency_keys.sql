@@ -31,7 +31,8 @@ SELECT
     k.response_headers,
     k.response_body,
     coalesce(k.expires_at <= now(), false)::boolean AS expired,
-    coalesce((extract(epoch FROM k.locked_until - now()) * 1000)::bigint, 0)::bigint AS lease_left_ms
+    coalesce((extract(epoch FROM k.locked_until - now()) * 1000)::bigint, 0)::bigint AS lease_left_ms,
+    coalesce((extract(epoch FROM k.expires_at - now()) * 1000)::bigint, 0)::bigint AS ttl_left_ms
 FROM (SELECT 1) AS one
 LEFT JOIN idempotency_keys AS k
     ON k.scope = sqlc.arg(scope) AND k.operation = sqlc.arg(operation) AND k.key = sqlc.arg(key);
@@ -94,22 +95,30 @@ SELECT idemgen_claim(sqlc.arg(lock_id)::bigint, sqlc.arg(idle_timeout_ms)::bigin
     sqlc.arg(scope)::text, sqlc.arg(operation)::text, sqlc.arg(key)::text, sqlc.arg(expect_attempt)::integer,
     sqlc.arg(takeover)::boolean);
 
--- name: StoreResponse :exec
+-- name: StoreResponse :one
 -- Writes an atomic attempt's key row, with its response, in the attempt's
 -- transaction and sent with its COMMIT: the key's only write. It replaces
 -- the row of an earlier generation past its TTL, which the attempt's
 -- claim checked and its advisory lock keeps from changing; the row may
 -- only have been reaped since, and the generation is the attempt's own.
 -- derived stays true once any attempt on the key derived a key, so that
--- the reaper keeps the key's generation.
+-- the reaper keeps the key's generation. An attempt its lookup claimed
+-- (claim_lock not 0) hands its claim over to the transaction here, so
+-- that COMMIT frees the key (see migration 0008); handed_over is false
+-- when this session held no such claim.
+WITH claim AS (
+    SELECT CASE WHEN sqlc.arg(claim_lock)::bigint = 0 THEN true
+                ELSE idemgen_hand_over_claim(sqlc.arg(claim_lock)::bigint) END AS handed_over
+)
 INSERT INTO idempotency_keys AS k
     (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived,
      response_status, response_headers, response_body, created_at, expires_at)
-VALUES (sqlc.arg(scope), sqlc.arg(operation), sqlc.arg(key), sqlc.arg(fingerprint), 'completed', NULL, '',
-    sqlc.arg(attempt), sqlc.arg(generation), sqlc.arg(derived), sqlc.arg(response_status),
+SELECT sqlc.arg(scope)::text, sqlc.arg(operation)::text, sqlc.arg(key)::text, sqlc.arg(fingerprint)::bytea, 'completed', NULL, '',
+    sqlc.arg(attempt)::integer, sqlc.arg(generation)::bigint, sqlc.arg(derived)::boolean, sqlc.narg(response_status)::integer,
     -- As bytea, which every pgx query mode sends intact, then read as JSON.
-    convert_from(sqlc.arg(response_headers)::bytea, 'UTF8')::jsonb, sqlc.arg(response_body),
-    now(), now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond')
+    convert_from(sqlc.arg(response_headers)::bytea, 'UTF8')::jsonb, sqlc.arg(response_body)::bytea,
+    now(), now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond'
+FROM claim
 ON CONFLICT (scope, operation, key) DO UPDATE
 SET fingerprint = excluded.fingerprint,
     status = 'completed',
@@ -123,7 +132,8 @@ SET fingerprint = excluded.fingerprint,
     response_headers = excluded.response_headers,
     response_body = excluded.response_body,
     created_at = excluded.created_at,
-    expires_at = excluded.expires_at;
+    expires_at = excluded.expires_at
+RETURNING (SELECT handed_over FROM claim)::boolean AS handed_over;
 
 -- name: ReleaseClaim :one
 -- Ends a claim LookupKey made: sent with the attempt's COMMIT or ROLLBACK.

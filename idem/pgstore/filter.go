@@ -1,0 +1,217 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/idemgen/idemgen/idem"
+)
+
+// ReplayCache is where a store's replay filter keeps completed responses,
+// in front of PostgreSQL: Redis, through the redisfilter package. Each
+// call must return within a bound of its own (a slow cache is a failed
+// one), and a failure costs only the cache's help, never an answer.
+type ReplayCache interface {
+	// Get returns the value stored under key; nil and no error when there
+	// is none.
+	Get(ctx context.Context, key string) ([]byte, error)
+	// Add stores value under key for ttl unless key holds a value already.
+	Add(ctx context.Context, key string, value []byte, ttl time.Duration) error
+	// Set stores value under key for ttl, replacing what it holds.
+	Set(ctx context.Context, key string, value []byte, ttl time.Duration) error
+}
+
+// The replay filter (Options.ReplayCache) answers replays of completed
+// keys without PostgreSQL, and nothing else:
+//
+//   - An entry is written only from a completed row that PostgreSQL
+//     returned to a lookup, with that row's fingerprint and response, for
+//     no longer than the row's TTL has left, less a margin: it expires
+//     before PostgreSQL would start the key's next generation.
+//   - It is found by the key's full identity (scope, operation, key) and
+//     answers only a request with the same fingerprint: any other goes to
+//     PostgreSQL, which decides the 422.
+//   - It is signed with a key derived from the store's secret, which only
+//     the database holds, and names its identity: an entry that was
+//     altered, or written under another key, is a miss.
+//   - Forgetting a key replaces its entry with a tombstone for as long as
+//     the row's TTL had left, and entries are only added where none is,
+//     so that a replay that read the row before it was forgotten cannot
+//     put its response back.
+
+// filterMargin is taken off the TTL an entry gets, so that it is gone
+// before its row expires, whatever happened between the row's read and
+// the cache's write.
+const filterMargin = time.Second
+
+// The entries' formats: a tombstone, or a response after its MAC.
+var (
+	entryMagic     = []byte("idemgen-replay-1\n")
+	tombstoneValue = []byte("idemgen-forgotten\n")
+)
+
+// filter is the store's replay filter, when it has a cache.
+type filter struct {
+	cache ReplayCache
+	s     *Store
+
+	mu  sync.Mutex
+	mac []byte // the entries' MAC key, once read
+}
+
+// FilteredReplay answers a replay of id from the replay cache, when the
+// store has one (see Options.ReplayCache): it implements idem.ReplayFilter.
+func (s *Store) FilteredReplay(ctx context.Context, id idem.ID, fingerprint []byte) (*idem.Response, idem.FilterResult) {
+	if s.filter == nil {
+		return nil, idem.FilterNone
+	}
+	return s.filter.replay(ctx, id, fingerprint)
+}
+
+var _ idem.ReplayFilter = (*Store)(nil)
+
+func (f *filter) replay(ctx context.Context, id idem.ID, fingerprint []byte) (*idem.Response, idem.FilterResult) {
+	mac, err := f.macKey(ctx)
+	if err != nil {
+		return nil, idem.FilterFailed
+	}
+	value, err := f.cache.Get(ctx, cacheKey(id))
+	if err != nil {
+		return nil, idem.FilterFailed
+	}
+	resp, ok := openEntry(mac, value, id, fingerprint)
+	if !ok {
+		return nil, idem.FilterMiss
+	}
+	return resp, idem.FilterHit
+}
+
+// macKey returns the key that signs entries, derived from the store's
+// secret, read once.
+func (f *filter) macKey(ctx context.Context) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mac != nil {
+		return f.mac, nil
+	}
+	secret, err := f.s.Secret(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h := hmac.New(sha256.New, secret)
+	h.Write([]byte("idemgen replay filter"))
+	f.mac = h.Sum(nil)
+	return f.mac, nil
+}
+
+// fill adds the completed row that a lookup read, as rec, to the cache,
+// unless its TTL is nearly over. ttlLeft is what the row had left when it
+// was read, at read. A cache that fails is left alone: the next replay
+// reads PostgreSQL again.
+func (f *filter) fill(ctx context.Context, id idem.ID, rec idem.Record, ttlLeft time.Duration, read time.Time) {
+	ttl := ttlLeft - time.Since(read) - filterMargin
+	if ttl <= 0 || rec.Response == nil || rec.Expired {
+		return
+	}
+	mac, err := f.macKey(ctx)
+	if err != nil {
+		return
+	}
+	value, err := sealEntry(mac, id, rec.Fingerprint, rec.Response)
+	if err != nil {
+		return
+	}
+	_ = f.cache.Add(ctx, cacheKey(id), value, ttl)
+}
+
+// forget puts a tombstone in place of id's entry for ttlLeft, the most
+// its entry could still live.
+func (f *filter) forget(ctx context.Context, id idem.ID, ttlLeft time.Duration) error {
+	if ttlLeft <= 0 {
+		return nil
+	}
+	if err := f.cache.Set(ctx, cacheKey(id), tombstoneValue, ttlLeft+filterMargin); err != nil {
+		return fmt.Errorf("pgstore: the key was forgotten in PostgreSQL, but its replay filter entry may answer replays for up to %s more: %w",
+			ttlLeft.Round(time.Second), err)
+	}
+	return nil
+}
+
+// cacheKey is where id's entry lives: a hash of its identity, so that
+// keys, which clients may treat as secrets, are not stored in clear.
+func cacheKey(id idem.ID) string {
+	sum := identityHash(id)
+	return hex.EncodeToString(sum[:16])
+}
+
+// identityHash hashes id's parts, each with its length.
+func identityHash(id idem.ID) [sha256.Size]byte {
+	h := sha256.New()
+	for _, part := range []string{id.Scope, id.Operation, id.Key} {
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(part)))
+		h.Write(n[:])
+		h.Write([]byte(part))
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// entry is what an entry holds besides its MAC.
+type entry struct {
+	Identity    []byte      `json:"i"`
+	Fingerprint []byte      `json:"f"`
+	Status      int         `json:"s"`
+	Header      http.Header `json:"h,omitempty"`
+	Body        []byte      `json:"b,omitempty"`
+}
+
+// sealEntry encodes a response for id and fingerprint, signed with mac.
+func sealEntry(mac []byte, id idem.ID, fingerprint []byte, r *idem.Response) ([]byte, error) {
+	identity := identityHash(id)
+	payload, err := json.Marshal(entry{Identity: identity[:], Fingerprint: fingerprint, Status: r.Status, Header: r.Header, Body: r.Body})
+	if err != nil {
+		return nil, err
+	}
+	h := hmac.New(sha256.New, mac)
+	h.Write(payload)
+	out := make([]byte, 0, len(entryMagic)+sha256.Size+len(payload))
+	out = append(out, entryMagic...)
+	out = h.Sum(out)
+	return append(out, payload...), nil
+}
+
+// openEntry returns the response in value when it is an entry signed
+// with mac, for id and fingerprint; anything else, a tombstone included,
+// is not.
+func openEntry(mac, value []byte, id idem.ID, fingerprint []byte) (*idem.Response, bool) {
+	rest, ok := bytes.CutPrefix(value, entryMagic)
+	if !ok || len(rest) < sha256.Size {
+		return nil, false
+	}
+	sum, payload := rest[:sha256.Size], rest[sha256.Size:]
+	h := hmac.New(sha256.New, mac)
+	h.Write(payload)
+	if !hmac.Equal(h.Sum(nil), sum) {
+		return nil, false
+	}
+	var e entry
+	if err := json.Unmarshal(payload, &e); err != nil {
+		return nil, false
+	}
+	identity := identityHash(id)
+	if !bytes.Equal(e.Identity, identity[:]) || !bytes.Equal(e.Fingerprint, fingerprint) || e.Status == 0 {
+		return nil, false
+	}
+	return &idem.Response{Status: e.Status, Header: e.Header, Body: e.Body}, true
+}
