@@ -21,9 +21,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore"
+	"github.com/idemgen/idemgen/idem/redisfilter"
 )
 
 const keysAbout = `Keys lists, shows and forgets the keys in the key store: to look into a
@@ -46,6 +48,12 @@ beside each key.
            row, emptied, so that its next use is the next generation and
            derives keys never used before; any other key's row is deleted.
 
+A service whose store has a Redis replay filter (pgstore's ReplayCache)
+answers replays from Redis too: forget it there with -redis-url (and
+-redis-prefix, when the service sets its own), which puts a tombstone in
+place of the key's entry. Without it the filter may go on replaying the
+forgotten response until the entry's TTL, at most the key's, runs out.
+
 A key a live attempt holds is not forgotten without -force. With -force, a
 phased attempt is fenced off: its later phases fail with lease lost (a phase
 running now is waited for first). What it already did stays done: the phases
@@ -67,6 +75,7 @@ Examples:
   idemgen keys list -scope 'acme\x1facct_42' -status in_flight -json
   idemgen keys show -operation createOrder -scope 'acme\x1facct_42' -key 9b2f0c
   idemgen keys forget -operation createPayment -key 9b2f0c -force
+  idemgen keys forget -operation createOrder -key 9b2f0c -redis-url redis://127.0.0.1:6379/0
 
 It exits 1 when the key is not found or is held, or the database fails, and
 2 for a mistake in how it was run.
@@ -75,6 +84,8 @@ It exits 1 when the key is not found or is held, or the database fails, and
 // keysOptions are keys' flags.
 type keysOptions struct {
 	databaseURL      string
+	redisURL         string
+	redisPrefix      string
 	scope, operation escapedFlag
 	key              escapedFlag
 	status           statusFlag
@@ -85,11 +96,13 @@ type keysOptions struct {
 // keysFlags lists, for each flag that only some subcommands take, those
 // that take it.
 var keysFlags = map[string][]string{
-	"key":      {"show", "forget"},
-	"limit":    {"list"},
-	"status":   {"list"},
-	"force":    {"forget"},
-	"max-body": {"show"},
+	"key":          {"show", "forget"},
+	"limit":        {"list"},
+	"status":       {"list"},
+	"force":        {"forget"},
+	"redis-url":    {"forget"},
+	"redis-prefix": {"forget"},
+	"max-body":     {"show"},
 }
 
 // keysCommand is keys': its first argument names the subcommand, and its
@@ -106,6 +119,8 @@ func keysCommand(fs *flag.FlagSet) func(args []string, stdout, stderr io.Writer)
 	fs.IntVar(&o.maxBody, "max-body", 64<<10, "show: print at most `n` bytes of the stored body; 0 prints none")
 	fs.BoolVar(&o.json, "json", false, "print JSON: one object per key, each on a line")
 	fs.BoolVar(&o.force, "force", false, "forget: also forget a key a phased attempt holds, fencing the attempt off (see above)")
+	fs.StringVar(&o.redisURL, "redis-url", "", "forget: also forget the key in the replay filter's Redis, as a `URL` such as redis://127.0.0.1:6379/0")
+	fs.StringVar(&o.redisPrefix, "redis-prefix", "", "forget: the replay filter's key `prefix` in Redis (default: redisfilter's, idemgen:replay:)")
 	return func(args []string, stdout, stderr io.Writer) int {
 		if len(args) == 0 {
 			return usageError(stderr, "keys", "missing subcommand: list, show or forget")
@@ -173,7 +188,23 @@ func runKeys(sub string, o keysOptions, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer pool.Close()
-	store := pgstore.New(pool, pgstore.Options{Logger: slog.New(slog.NewTextHandler(stderr, nil))})
+	opts := pgstore.Options{Logger: slog.New(slog.NewTextHandler(stderr, nil))}
+	if o.redisURL != "" {
+		ropts, err := redis.ParseURL(o.redisURL)
+		if err != nil {
+			fmt.Fprintf(stderr, "idemgen %s: -redis-url: %v\n", cmd, err)
+			return 2
+		}
+		ropts.ContextTimeoutEnabled = true
+		rdb := redis.NewClient(ropts)
+		defer rdb.Close()
+		// A command waits longer than a request would.
+		if opts.ReplayCache, err = redisfilter.New(rdb, redisfilter.Options{Prefix: o.redisPrefix, Timeout: 5 * time.Second, Logger: opts.Logger}); err != nil {
+			fmt.Fprintf(stderr, "idemgen %s: %v\n", cmd, err)
+			return 2
+		}
+	}
+	store := pgstore.New(pool, opts)
 
 	id := idem.ID{Scope: o.scope.value, Operation: o.operation.value, Key: o.key.value}
 	switch sub {
@@ -277,6 +308,8 @@ func keyError(stderr io.Writer, cmd string, id idem.ID, o keysOptions, err error
 			cmd, name, short(k.LeaseLeft()))
 	case errors.Is(err, pgstore.ErrKeyHeld):
 		fmt.Fprintf(stderr, "idemgen %s: key %s is held by a running attempt; wait for it, or pass -force to fence it off\n", cmd, name)
+	case errors.Is(err, pgstore.ErrFilterForget):
+		fmt.Fprintf(stderr, "idemgen %s: key %s: %v\n", cmd, name, err)
 	default:
 		return databaseError(stderr, cmd, err)
 	}

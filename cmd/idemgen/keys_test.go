@@ -18,6 +18,8 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore"
+	"github.com/idemgen/idemgen/idem/redisfilter"
+	"github.com/idemgen/idemgen/internal/redistest"
 )
 
 // keysJSON parses keys list -json's lines.
@@ -359,4 +361,65 @@ func TestKeysCLI(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestKeysForgetRedis: with -redis-url, keys forget also forgets the key
+// in the replay filter, so that the service's next request runs anew; with
+// that Redis down it forgets nothing and says so.
+func TestKeysForgetRedis(t *testing.T) {
+	ctx := context.Background()
+	url, pool := keyStore(t)
+	t.Setenv("DATABASE_URL", url)
+	srv := redistest.Start(t)
+	cache, err := redisfilter.New(srv.Client(t), redisfilter.Options{Prefix: "svc:", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := idem.NewEngine(pgstore.New(pool, pgstore.Options{ReplayCache: cache, Logger: slog.New(slog.DiscardHandler)}), idem.Options{Logger: slog.New(slog.DiscardHandler)})
+	op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Minute}
+	runs := 0
+	serve := func() *idem.Response {
+		t.Helper()
+		r := httptest.NewRequest("POST", "/", nil)
+		r.Header.Set(idem.HeaderKey, "k1")
+		resp, err := engine.Serve(idem.WithRequest(ctx, r), op, []byte("fp"), func(context.Context, *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+			runs++
+			return func(w http.ResponseWriter) error { w.WriteHeader(201); return nil }, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	serve()
+	serve() // fills the filter
+	slot := "svc:" + pgstore.FilterKey(idem.ID{Operation: "createOrder", Key: "k1"})
+	if n, err := srv.Client(t).Exists(ctx, slot).Result(); err != nil || n != 1 {
+		t.Fatalf("the filter holds no entry for k1 (%v)", err)
+	}
+	args := []string{"keys", "forget", "-operation", "createOrder", "-key", "k1", "-redis-url", "redis://" + srv.Addr, "-redis-prefix", "svc:"}
+
+	srv.Stop()
+	code, _, stderr := idemgen(t, args...)
+	if code != 1 || !strings.Contains(stderr, "was not forgotten") {
+		t.Fatalf("with Redis down: exit %d\n%s", code, stderr)
+	}
+	if resp := serve(); !resp.Replayed || runs != 1 {
+		t.Fatalf("a failed forget forgot the key: replayed %v, runs %d", resp.Replayed, runs)
+	}
+
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	// The restarted Redis is empty: fill it again through a fresh client.
+	if err := srv.Client(t).Set(ctx, slot, "stale", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := idemgen(t, args...)
+	if code != 0 || !strings.Contains(stdout, "forgot key") {
+		t.Fatalf("keys forget: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if v, err := srv.Client(t).Get(ctx, slot).Result(); err != nil || v == "stale" {
+		t.Fatalf("after forget, k1's slot holds %q (%v), want the tombstone", v, err)
+	}
 }

@@ -103,7 +103,7 @@ func TestHistoryOverHTTP(t *testing.T) {
 	svc := &historyService{}
 	srv := httptest.NewServer(server.Handler(svc, pool, hist.Logger()))
 	t.Cleanup(srv.Close)
-	h := history.Postgres(t, pool)
+	h := history.Postgres(t, pool, history.PostgresOptions{})
 	h.Points = []string{string(gen.CreatePaymentPaymentCreated), string(gen.CreatePaymentChargeCreated)}
 	var ids atomic.Int64
 	h.Send = func(ctx context.Context, req history.Request, handle history.Handle[pgx.Tx]) history.Answer {

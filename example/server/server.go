@@ -22,9 +22,11 @@ import (
 	"github.com/idemgen/idemgen/example/psp"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore"
+	"github.com/idemgen/idemgen/idem/redisfilter"
 	"github.com/idemgen/idemgen/internal/pglocal"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 )
 
 // Config configures Start; the zero value serves on a free loopback port
@@ -60,7 +62,12 @@ type Config struct {
 	// (and statement counter): the load benchmark's hand-written
 	// idempotency designs (bench/peers).
 	Routes func(ctx context.Context, pool *pgxpool.Pool, mux *http.ServeMux) error
-	Logger *slog.Logger
+	// RedisURL, when set, puts a Redis replay filter in front of the key
+	// store (redisfilter): replays of completed keys are answered from
+	// Redis, everything else by PostgreSQL. A Redis that is down only
+	// costs its help.
+	RedisURL string
+	Logger   *slog.Logger
 }
 
 // Server is a running orders API.
@@ -74,6 +81,7 @@ type Server struct {
 	http        *http.Server
 	psp         *http.Server // the in-process fake provider, if any
 	pool        *pgxpool.Pool
+	redis       *redis.Client // the replay filter's, if any
 	local       *pglocal.Server
 	log         *slog.Logger
 	done        chan error
@@ -90,11 +98,11 @@ type Server struct {
 // Handler serves impl with the idempotency layer on the Postgres store.
 // The strict middlewares run around every operation, outside the protocol.
 func Handler(impl gen.IdempotentServer[pgx.Tx], pool *pgxpool.Pool, log *slog.Logger, middlewares ...gen.StrictMiddlewareFunc) http.Handler {
-	return handler(impl, pool, idem.Options{Logger: log}, middlewares...)
+	return handler(impl, pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: log}, middlewares...)
 }
 
-func handler(impl gen.IdempotentServer[pgx.Tx], pool *pgxpool.Pool, opts idem.Options, middlewares ...gen.StrictMiddlewareFunc) http.Handler {
-	return gen.NewIdempotentHandler(impl, pgstore.New(pool, pgstore.Options{}), gen.IdempotentHandlerOptions{
+func handler(impl gen.IdempotentServer[pgx.Tx], store *pgstore.Store, opts idem.Options, middlewares ...gen.StrictMiddlewareFunc) http.Handler {
+	return gen.NewIdempotentHandler(impl, store, gen.IdempotentHandlerOptions{
 		Options:           opts,
 		StrictMiddlewares: middlewares,
 	})
@@ -222,8 +230,14 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 		return err
 	}
 	s.telemetry = tel
+	storeOpts := pgstore.Options{}
+	if cfg.RedisURL != "" {
+		if storeOpts.ReplayCache, err = s.replayFilter(ctx, cfg.RedisURL, log); err != nil {
+			return err
+		}
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/", handler(svc, s.pool, idem.Options{Logger: log, Tracer: tel.tracer}, middlewares...))
+	mux.Handle("/", handler(svc, pgstore.New(s.pool, storeOpts), idem.Options{Logger: log, Tracer: tel.tracer}, middlewares...))
 	mux.Handle("GET /metrics", tel.metrics)
 	if cfg.Routes != nil {
 		if err := cfg.Routes(ctx, s.pool, mux); err != nil {
@@ -389,10 +403,31 @@ func (s *Server) shutdown(ctx context.Context) error {
 		// their handlers return once their contexts are cancelled.
 		s.pool.Close()
 	}
+	if s.redis != nil {
+		errs = append(errs, s.redis.Close())
+	}
 	if s.local != nil {
 		errs = append(errs, s.local.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// replayFilter connects to the Redis at url for the store's replay
+// filter. A Redis that does not answer yet is only logged: the filter
+// falls back to PostgreSQL until it does.
+func (s *Server) replayFilter(ctx context.Context, url string, log *slog.Logger) (*redisfilter.Filter, error) {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("the Redis URL %q cannot be used: %w; give one such as redis://127.0.0.1:6379/0", url, err)
+	}
+	opts.ContextTimeoutEnabled = true // the filter bounds each call
+	s.redis = redis.NewClient(opts)
+	pingCtx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := s.redis.Ping(pingCtx).Err(); err != nil {
+		log.Warn("orders-api: the replay filter's Redis does not answer; replays read PostgreSQL until it does", "redis", opts.Addr, "error", err)
+	}
+	return redisfilter.New(s.redis, redisfilter.Options{Logger: log})
 }
 
 // Close is Shutdown with five seconds for the requests in flight.

@@ -41,6 +41,7 @@ const (
 	AttrLeaseLost  = attribute.Key("idem.lease_lost")
 	AttrAction     = attribute.Key("idem.action")
 	AttrTask       = attribute.Key("idem.task") // janitor or completer
+	AttrFilter     = attribute.Key("idem.filter.result")
 	// attrStatus and attrErrorType follow OpenTelemetry's semantic
 	// conventions for HTTP and errors.
 	attrStatus    = attribute.Key("http.response.status_code")
@@ -63,6 +64,7 @@ type Tracer struct {
 	lookup    metric.Float64Histogram
 	held      metric.Float64Histogram
 	leaseLost metric.Int64Counter
+	filter    metric.Int64Counter
 
 	abandoned metric.Int64Gauge
 	swept     metric.Int64Counter
@@ -78,6 +80,7 @@ const (
 	MetricLookupDuration = "idem.lookup.duration"
 	MetricHeldDuration   = "idem.attempt.duration"
 	MetricLeaseLost      = "idem.lease.lost"
+	MetricFilter         = "idem.filter.lookups"
 	MetricAbandoned      = "idem.janitor.abandoned"
 	MetricSwept          = "idem.janitor.swept"
 	MetricReaped         = "idem.janitor.reaped"
@@ -116,6 +119,9 @@ func New(opts Options) (*Tracer, error) {
 	add(e)
 	t.leaseLost, e = m.Int64Counter(MetricLeaseLost, metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts that lost their key because they outran their lease and another attempt or the sweeper took it."))
+	add(e)
+	t.filter, e = m.Int64Counter(MetricFilter, metric.WithUnit("{request}"),
+		metric.WithDescription("Lookups of the store's replay filter (Redis), by idem.filter.result: hit (answered without PostgreSQL), miss, or failed (Redis down or slow; PostgreSQL answered)."))
 	add(e)
 	t.abandoned, e = m.Int64Gauge(MetricAbandoned, metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts abandoned partway (their lease passed long ago and no retry came), as the janitor's last run found them."))
@@ -178,6 +184,10 @@ func (t *Tracer) TraceRequestEnd(ctx context.Context, d idem.TraceRequestEndData
 	if d.LeaseLost > 0 {
 		t.leaseLost.Add(ctx, int64(d.LeaseLost), op)
 	}
+	if d.Filter != idem.FilterNone {
+		t.filter.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(
+			AttrOperation.String(d.Operation), AttrFilter.String(d.Filter.String()))))
+	}
 
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
@@ -196,6 +206,9 @@ func (t *Tracer) TraceRequestEnd(ctx context.Context, d idem.TraceRequestEndData
 	}
 	if d.LeaseLost > 0 {
 		span.SetAttributes(AttrLeaseLost.Int(d.LeaseLost))
+	}
+	if d.Filter != idem.FilterNone {
+		span.SetAttributes(AttrFilter.String(d.Filter.String()))
 	}
 	if d.Err != nil {
 		span.RecordError(d.Err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -22,7 +23,9 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemotel"
 	"github.com/idemgen/idemgen/idem/pgstore"
+	"github.com/idemgen/idemgen/idem/redisfilter"
 	"github.com/idemgen/idemgen/internal/pgtest"
+	"github.com/idemgen/idemgen/internal/redistest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -440,5 +443,49 @@ func TestMaintenanceCounts(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// The replay filter's lookups are counted by result: the first replay
+// misses and fills it, the next ones hit; without Redis, they fail.
+func TestFilterMetrics(t *testing.T) {
+	srv := redistest.Start(t)
+	cache, err := redisfilter.New(srv.Client(t), redisfilter.Options{Backoff: time.Nanosecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := newKit(t, newPool(t))
+	k.engine = idem.NewEngine(pgstore.New(newPool(t), pgstore.Options{ReplayCache: cache}), idem.Options{Tracer: k.tracer, Logger: slog.New(slog.DiscardHandler)})
+	serve := func() {
+		t.Helper()
+		if _, err := k.engine.Serve(request(context.Background(), "k1"), atomicOp, []byte("fp"), func(context.Context, *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+			return created(`{}`), nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 4 { // first, a replay that fills, two hits
+		serve()
+	}
+	srv.Stop()
+	serve()
+	var rm metricdata.ResourceMetrics
+	if err := k.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != idemotel.MetricFilter {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				result, _ := dp.Attributes.Value(idemotel.AttrFilter)
+				got[result.AsString()] += dp.Value
+			}
+		}
+	}
+	if want := map[string]int64{"miss": 2, "hit": 2, "failed": 1}; !maps.Equal(got, want) {
+		t.Fatalf("%s: %v, want %v", idemotel.MetricFilter, got, want)
 	}
 }

@@ -207,7 +207,14 @@ func (o *outcomes) TraceRequestStart(ctx context.Context, _ idem.TraceRequestSta
 	return ctx
 }
 
-func (o *outcomes) TraceRequestEnd(_ context.Context, d idem.TraceRequestEndData) {
+// endKey holds a *idem.TraceRequestEndData in a request's context, for
+// the tracer to fill: the request's own end, among concurrent ones.
+type endKey struct{}
+
+func (o *outcomes) TraceRequestEnd(ctx context.Context, d idem.TraceRequestEndData) {
+	if end, ok := ctx.Value(endKey{}).(*idem.TraceRequestEndData); ok {
+		*end = d
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.seen = append(o.seen, d)

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -84,7 +85,7 @@ func (f *filter) replay(ctx context.Context, id idem.ID, fingerprint []byte) (*i
 	if err != nil {
 		return nil, idem.FilterFailed
 	}
-	value, err := f.cache.Get(ctx, cacheKey(id))
+	value, err := f.cache.Get(ctx, FilterKey(id))
 	if err != nil {
 		return nil, idem.FilterFailed
 	}
@@ -130,8 +131,12 @@ func (f *filter) fill(ctx context.Context, id idem.ID, rec idem.Record, ttlLeft 
 	if err != nil {
 		return
 	}
-	_ = f.cache.Add(ctx, cacheKey(id), value, ttl)
+	_ = f.cache.Add(ctx, FilterKey(id), value, ttl)
 }
+
+// ErrFilterForget is returned, wrapped, by ForgetKey when the replay
+// filter could not forget the key: nothing was forgotten.
+var ErrFilterForget = errors.New("pgstore: the replay filter's cache did not take the key's tombstone, so the key was not forgotten; run it again once the cache answers")
 
 // forget puts a tombstone in place of id's entry for ttlLeft, the most
 // its entry could still live.
@@ -139,16 +144,16 @@ func (f *filter) forget(ctx context.Context, id idem.ID, ttlLeft time.Duration) 
 	if ttlLeft <= 0 {
 		return nil
 	}
-	if err := f.cache.Set(ctx, cacheKey(id), tombstoneValue, ttlLeft+filterMargin); err != nil {
-		return fmt.Errorf("pgstore: the key was forgotten in PostgreSQL, but its replay filter entry may answer replays for up to %s more: %w",
-			ttlLeft.Round(time.Second), err)
+	if err := f.cache.Set(ctx, FilterKey(id), tombstoneValue, ttlLeft+filterMargin); err != nil {
+		return fmt.Errorf("%w: %w", ErrFilterForget, err)
 	}
 	return nil
 }
 
-// cacheKey is where id's entry lives: a hash of its identity, so that
-// keys, which clients may treat as secrets, are not stored in clear.
-func cacheKey(id idem.ID) string {
+// FilterKey is where the replay filter keeps id's entry, after the
+// cache's own prefix: a hash of its identity, so that keys, which clients
+// may treat as secrets, are not stored in clear.
+func FilterKey(id idem.ID) string {
 	sum := identityHash(id)
 	return hex.EncodeToString(sum[:16])
 }

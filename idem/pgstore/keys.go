@@ -301,11 +301,14 @@ func (s *Store) ForgetKey(ctx context.Context, id idem.ID, opts ForgetOptions) (
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	k, action, err := forget(ctx, s.q.WithTx(tx), id, opts.Force)
+	if err == nil && s.filter != nil {
+		// Before the commit, so that a replay that read the row before it
+		// is forgotten cannot put its entry back, and a filter that fails
+		// leaves the key as it was.
+		err = s.filter.forget(ctx, id, k.ExpiresAt.Sub(k.Now))
+	}
 	if err == nil && action != "none" {
 		err = commit(ctx, tx, "forget key "+hash)
-	}
-	if err == nil && s.filter != nil {
-		err = s.filter.forget(ctx, id, k.ExpiresAt.Sub(k.Now))
 	}
 	attrs := []slog.Attr{
 		slog.String("operation", id.Operation),

@@ -49,6 +49,8 @@ func use(scope, operation, key string, generation int64) string {
 // Harness is the store under test and what the checker needs of it.
 type Harness[T any] struct {
 	Store idem.Store[T]
+	// Tracer, when set, sees the engine's requests.
+	Tracer idem.Tracer
 	// Transactional stores commit a handler's writes with its attempt:
 	// effects are written before the faults that follow them, so that
 	// their rollback is checked too. Others get them written as the
@@ -444,7 +446,7 @@ func send[T any](t testing.TB, h Harness[T], hist *History, rng *rand.Rand, clie
 // engineSend sends requests through an engine of the checker's own on
 // h.Store, whose handlers answer a JSON body with the run's token.
 func engineSend[T any](h Harness[T], hist *History, ops [2]*idem.Operation) func(context.Context, Request, Handle[T]) Answer {
-	e := idem.NewEngine(h.Store, idem.Options{Logger: hist.Logger(), Scope: func(_ context.Context, r *http.Request) (string, error) {
+	e := idem.NewEngine(h.Store, idem.Options{Logger: hist.Logger(), Tracer: h.Tracer, Scope: func(_ context.Context, r *http.Request) (string, error) {
 		return r.Header.Get(scopeHeader), nil
 	}})
 	return func(ctx context.Context, req Request, handle Handle[T]) Answer {
@@ -506,7 +508,7 @@ func respond(token string) idem.Writer {
 // the sweeper, clients' takeovers and other runs race it for them. Its
 // phases record their runs and effects as a client's succeeding ones do.
 func completer[T any](h Harness[T], hist *History, op *idem.Operation) func(testing.TB) {
-	e := idem.NewEngine(h.Store, idem.Options{Logger: hist.Logger()})
+	e := idem.NewEngine(h.Store, idem.Options{Logger: hist.Logger(), Tracer: h.Tracer})
 	var seq atomic.Int64
 	var mu sync.Mutex // one run at a time, as one instance's completer
 	var current []*request

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,8 +16,10 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/memstore"
 	"github.com/idemgen/idemgen/idem/pgstore"
+	"github.com/idemgen/idemgen/idem/redisfilter"
 	"github.com/idemgen/idemgen/internal/history"
 	"github.com/idemgen/idemgen/internal/pgtest"
+	"github.com/idemgen/idemgen/internal/redistest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -67,8 +70,32 @@ func TestHistory(t *testing.T) {
 	for _, size := range []int32{4, 1} {
 		t.Run(fmt.Sprintf("pgstore/MaxConns=%d", size), func(t *testing.T) {
 			t.Parallel()
-			check(t, history.Run(t, pgHarness(t, size), cfg), cfg)
+			check(t, history.Run(t, pgHarness(t, size, false), cfg), cfg)
 		})
+	}
+	t.Run("pgstore+redis/MaxConns=4", func(t *testing.T) {
+		t.Parallel()
+		h := pgHarness(t, 4, true)
+		hits := &filterHits{}
+		h.Tracer = hits
+		check(t, history.Run(t, h, cfg), cfg)
+		t.Logf("%d replays answered by Redis", hits.n.Load())
+		if hits.n.Load() == 0 {
+			t.Error("Redis answered no replay: the filter was not tried")
+		}
+	})
+}
+
+// filterHits counts the replays the replay filter answered.
+type filterHits struct{ n atomic.Int64 }
+
+func (h *filterHits) TraceRequestStart(ctx context.Context, _ idem.TraceRequestStartData) context.Context {
+	return ctx
+}
+
+func (h *filterHits) TraceRequestEnd(_ context.Context, d idem.TraceRequestEndData) {
+	if d.Filter == idem.FilterHit {
+		h.n.Add(1)
 	}
 }
 
@@ -110,8 +137,8 @@ func memHarness() history.Harness[memstore.NoTx] {
 }
 
 // pgHarness is the Postgres store on a fresh database and a pool of size
-// connections.
-func pgHarness(t *testing.T, size int32) history.Harness[pgx.Tx] {
+// connections; with filtered, behind a Redis replay filter.
+func pgHarness(t *testing.T, size int32, filtered bool) history.Harness[pgx.Tx] {
 	cfg, err := pgxpool.ParseConfig(pgtest.NewDatabase(t))
 	if err != nil {
 		t.Fatal(err)
@@ -128,5 +155,25 @@ func pgHarness(t *testing.T, size int32) history.Harness[pgx.Tx] {
 	if err := pgstore.Migrate(context.Background(), pool); err != nil {
 		t.Fatal(err)
 	}
-	return history.Postgres(t, pool)
+	var opts history.PostgresOptions
+	if filtered {
+		rdb, prefix := redistest.Client(t)
+		cache, err := redisfilter.New(rdb, redisfilter.Options{Prefix: prefix, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Store.ReplayCache = cache
+		opts.Expire = func(t testing.TB, id idem.ID) {
+			if err := rdb.Del(context.Background(), prefix+pgstore.FilterKey(id)).Err(); err != nil {
+				t.Errorf("expire %v in Redis: %v", id, err)
+			}
+		}
+		t.Cleanup(func() {
+			keys, _ := rdb.Keys(context.Background(), prefix+"*").Result()
+			if len(keys) > 0 {
+				_ = rdb.Del(context.Background(), keys...).Err()
+			}
+		})
+	}
+	return history.Postgres(t, pool, opts)
 }

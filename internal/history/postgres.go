@@ -15,19 +15,29 @@ import (
 	"github.com/idemgen/idemgen/idem/pgstore"
 )
 
+// PostgresOptions configure Postgres; the zero value is the store alone.
+type PostgresOptions struct {
+	// Store are the store's options: a replay filter, say.
+	Store pgstore.Options
+	// Expire, when set, is called for each key the checker ages past its
+	// TTL, as time would: to drop the key's replay filter entry, whose
+	// TTL is shorter than the key's.
+	Expire func(testing.TB, idem.ID)
+}
+
 // Postgres is the checker's harness for the Postgres store on pool, whose
 // database has the key store migrated: the handlers' effects go to a table
 // of their own, written in the attempts' transactions; keys age in the
 // key table; the reaper and the sweeper (which fails abandoned attempts)
 // are the store's own; and once the clients are done, no advisory lock
 // may be held and no connection lost but those the checker killed.
-func Postgres(t testing.TB, pool *pgxpool.Pool) Harness[pgx.Tx] {
+func Postgres(t testing.TB, pool *pgxpool.Pool, opts PostgresOptions) Harness[pgx.Tx] {
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `CREATE TABLE history_effects (scope text, operation text, key text, generation bigint, phase text, token text)`); err != nil {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	store := pgstore.New(pool, pgstore.Options{})
+	store := pgstore.New(pool, opts.Store)
 	var kills atomic.Int64
 	// age changes a key's row unless a phase holds it, as the clock would
 	// between phases; the checker never waits for a running phase.
@@ -72,7 +82,12 @@ func Postgres(t testing.TB, pool *pgxpool.Pool) Harness[pgx.Tx] {
 			_, err := at.Tx().Exec(ctx, `SELECT 1 / $1::int`, 0)
 			return err
 		},
-		Age:      age("expires_at"),
+		Age: func(t testing.TB, id idem.ID) {
+			age("expires_at")(t, id)
+			if opts.Expire != nil {
+				opts.Expire(t, id)
+			}
+		},
 		AgeLease: age("locked_until"),
 		Reap: func(t testing.TB) {
 			if _, err := store.Reap(ctx, pgstore.ReapOptions{Logger: quiet}); err != nil {

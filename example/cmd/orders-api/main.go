@@ -4,7 +4,7 @@
 //
 //	go run ./example/cmd/orders-api [-addr 127.0.0.1:8080] [-work-delay 2s]
 //	                                [-psp-url http://127.0.0.1:9090] [-crash-at after-charge]
-//	                                [-db-stats] [-drain-timeout 25s]
+//	                                [-db-stats] [-drain-timeout 25s] [-redis-url redis://127.0.0.1:6379/0]
 //
 // DATABASE_URL names the database; without it the API uses the local
 // PostgreSQL on 127.0.0.1:5432, or starts a throwaway one. Without
@@ -44,6 +44,7 @@ func main() {
 	drainTimeout := flag.Duration("drain-timeout", 25*time.Second, "on SIGTERM, how long requests in flight may take to finish before they are cut off; keep it below the orchestrator's grace period (Kubernetes: 30s)")
 	completeAfter := flag.Duration("complete-after", 0, "finish a payment its client abandoned this long after its lease passed (default: the spec's complete-after, 10m)")
 	completerInterval := flag.Duration("completer-interval", time.Minute, "time between the completer's runs")
+	redisURL := flag.String("redis-url", "", "put a Redis replay filter in front of the key store, such as redis://127.0.0.1:6379/0: replays of completed keys are answered from Redis, everything else by PostgreSQL (default: none)")
 	benchPeers := flag.Bool("bench-peers", false, "also serve the benchmark's hand-written idempotency designs under /peer/ and its four-statement endpoint under /realistic/ (for go run ./bench)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -60,6 +61,7 @@ func main() {
 
 		CompleteAfter:     *completeAfter,
 		CompleterInterval: *completerInterval,
+		RedisURL:          *redisURL,
 		Logger:            log,
 	}
 	if *benchPeers {

@@ -1,0 +1,323 @@
+package pgstore_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/pgstore"
+	"github.com/idemgen/idemgen/idem/redisfilter"
+	"github.com/idemgen/idemgen/internal/redistest"
+)
+
+// filtered is a store with a Redis replay filter, an engine on it, and
+// what they did: the statements sent to PostgreSQL, each request's
+// outcome and filter result, and the handler's runs.
+type filtered struct {
+	t      *testing.T
+	rdb    *redis.Client
+	prefix string
+	store  *pgstore.Store
+	engine *idem.Engine[pgx.Tx]
+	trace  *statements
+	seen   *outcomes
+	runs   atomic.Int64
+	op     *idem.Operation
+}
+
+func newFiltered(t *testing.T, rdb *redis.Client, prefix string, opts redisfilter.Options) *filtered {
+	t.Helper()
+	f := &filtered{t: t, rdb: rdb, prefix: prefix, trace: &statements{}, seen: &outcomes{},
+		op: &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Minute, ScopeHeader: "X-Account"}}
+	pool := newPool(t, f.trace)
+	opts.Prefix = prefix
+	cache, err := redisfilter.New(rdb, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.store = pgstore.New(pool, pgstore.Options{ReplayCache: cache})
+	f.engine = idem.NewEngine(f.store, idem.Options{Tracer: f.seen})
+	t.Cleanup(func() { f.clear() })
+	return f
+}
+
+// clear removes the test's keys from a shared Redis.
+func (f *filtered) clear() {
+	ctx := context.Background()
+	keys, _ := f.rdb.Keys(ctx, f.prefix+"*").Result()
+	if len(keys) > 0 {
+		_ = f.rdb.Del(ctx, keys...).Err()
+	}
+}
+
+// serve sends key with fingerprint fp in scope, and returns the response
+// and what the tracer saw of it.
+func (f *filtered) serve(scope, key, fp string) (*idem.Response, idem.TraceRequestEndData) {
+	f.t.Helper()
+	r := httptest.NewRequest("POST", "/orders", nil)
+	r.Header.Set(idem.HeaderKey, key)
+	r.Header.Set("X-Account", scope)
+	var end idem.TraceRequestEndData
+	ctx := idem.WithRequest(context.WithValue(context.Background(), endKey{}, &end), r)
+	resp, err := f.engine.Serve(ctx, f.op, []byte(fp), func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+		n := f.runs.Add(1)
+		return func(w http.ResponseWriter) error {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("X-Run", fmt.Sprint(n))
+			w.WriteHeader(201)
+			_, err := fmt.Fprintf(w, `{"key":%q,"scope":%q,"fp":%q,"run":%d}`, key, scope, fp, n)
+			return err
+		}, nil
+	})
+	if err != nil {
+		f.t.Fatalf("serve %s/%s: %v", scope, key, err)
+	}
+	if end.Outcome == 0 {
+		f.t.Fatalf("serve %s/%s: the tracer saw no end", scope, key)
+	}
+	return resp, end
+}
+
+// entries are the filter's keys in Redis.
+func (f *filtered) entries() []string {
+	f.t.Helper()
+	keys, err := f.rdb.Keys(context.Background(), f.prefix+"*").Result()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return keys
+}
+
+func sameResponse(a, b *idem.Response) bool {
+	return a.Status == b.Status && bytes.Equal(a.Body, b.Body) && a.Header.Get("X-Run") == b.Header.Get("X-Run")
+}
+
+// TestRedisFilterReplays: the first replay reads PostgreSQL and fills the
+// filter, the next ones are answered from Redis without a statement, with
+// the same response, for no longer than the key's TTL; another tenant's
+// use of the same key is its own.
+func TestRedisFilterReplays(t *testing.T) {
+	rdb, prefix := redistest.Client(t)
+	f := newFiltered(t, rdb, prefix, redisfilter.Options{})
+
+	first, end := f.serve("a", "k1", "fp")
+	if end.Outcome != idem.OutcomeFirst || end.Filter != idem.FilterMiss {
+		t.Fatalf("first: outcome %s, filter %s", end.Outcome, end.Filter)
+	}
+	f.trace.take()
+	replay, end := f.serve("a", "k1", "fp")
+	if end.Outcome != idem.OutcomeReplay || end.Filter != idem.FilterMiss || !sameResponse(first, replay) {
+		t.Fatalf("first replay: outcome %s, filter %s, %s", end.Outcome, end.Filter, replay.Body)
+	}
+	if got := f.trace.take(); len(got) != 1 {
+		t.Fatalf("first replay: statements %v, want the lookup alone", got)
+	}
+	keys := f.entries()
+	if len(keys) != 1 {
+		t.Fatalf("Redis holds %v, want one entry", keys)
+	}
+	ttl, err := rdb.PTTL(context.Background(), keys[0]).Result()
+	if err != nil || ttl <= 0 || ttl > f.op.TTL-time.Second {
+		t.Fatalf("entry's TTL %s (%v), want within the key's %s less a second", ttl, err, f.op.TTL)
+	}
+
+	for i := range 3 {
+		again, end := f.serve("a", "k1", "fp")
+		if end.Outcome != idem.OutcomeReplay || end.Filter != idem.FilterHit || !again.Replayed || !sameResponse(first, again) {
+			t.Fatalf("replay %d: outcome %s, filter %s, replayed %v, %s", i, end.Outcome, end.Filter, again.Replayed, again.Body)
+		}
+		if again.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("replay %d: headers %v", i, again.Header)
+		}
+		if got := f.trace.take(); len(got) != 0 {
+			t.Fatalf("replay %d from Redis sent %v to PostgreSQL", i, got)
+		}
+	}
+
+	// The same key in another scope is another key.
+	other, end := f.serve("b", "k1", "fp")
+	if end.Outcome != idem.OutcomeFirst || bytes.Equal(other.Body, first.Body) {
+		t.Fatalf("tenant b: outcome %s, body %s", end.Outcome, other.Body)
+	}
+	if n := f.runs.Load(); n != 2 {
+		t.Fatalf("handler ran %d times, want 2", n)
+	}
+}
+
+// TestRedisNeverDecides: whatever Redis holds, the answer is the one
+// PostgreSQL gives. An altered entry, another key's entry, an entry for
+// another request, and an entry whose key was forgotten are all misses.
+func TestRedisNeverDecides(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := redistest.Client(t)
+	f := newFiltered(t, rdb, prefix, redisfilter.Options{})
+	fill := func(key string) (*idem.Response, string) {
+		t.Helper()
+		before := map[string]bool{}
+		for _, k := range f.entries() {
+			before[k] = true
+		}
+		first, _ := f.serve("a", key, "fp")
+		f.serve("a", key, "fp") // fills
+		for _, k := range f.entries() {
+			if !before[k] {
+				return first, k
+			}
+		}
+		t.Fatalf("no entry for %s", key)
+		return nil, ""
+	}
+	k1, slot1 := fill("k1")
+	k2, slot2 := fill("k2")
+	want := func(name, key, fp string, outcome idem.Outcome, resp *idem.Response) {
+		t.Helper()
+		got, end := f.serve("a", key, fp)
+		if end.Outcome != outcome || (end.Filter == idem.FilterHit && key != "k2") || (resp != nil && !sameResponse(got, resp)) {
+			t.Errorf("%s: outcome %s (want %s), filter %s, body %s", name, end.Outcome, outcome, end.Filter, got.Body)
+		}
+	}
+
+	// Another request under k1 is PostgreSQL's 422, not a miss that runs.
+	want("another request", "k1", "other", idem.OutcomeMismatch, nil)
+
+	// An entry altered in Redis: its body changed, its MAC no longer holds.
+	v, err := rdb.Get(ctx, slot1).Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	altered := bytes.Replace(v, []byte(`"run":1`), []byte(`"run":9`), 1)
+	if bytes.Equal(altered, v) {
+		altered = append(bytes.Clone(v[:len(v)-2]), '!', v[len(v)-1])
+	}
+	if err := rdb.Set(ctx, slot1, altered, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	want("altered entry", "k1", "fp", idem.OutcomeReplay, k1)
+
+	// k2's entry, valid, copied into k1's slot: it names k2.
+	v2, err := rdb.Get(ctx, slot2).Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, slot1, v2, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	want("another key's entry", "k1", "fp", idem.OutcomeReplay, k1)
+	want("k2 itself", "k2", "fp", idem.OutcomeReplay, k2) // a hit
+
+	// Forgetting k2 removes it from both: the next use runs anew, and a
+	// replay of the new run cannot put an entry back until the old one
+	// would have expired, so no replay that read the forgotten row can.
+	if _, err := f.store.ForgetKey(ctx, idem.ID{Scope: "a", Operation: "createOrder", Key: "k2"}, pgstore.ForgetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runs := f.runs.Load()
+	again, end := f.serve("a", "k2", "fp")
+	if end.Outcome != idem.OutcomeFirst || f.runs.Load() != runs+1 || sameResponse(again, k2) {
+		t.Fatalf("after forget: outcome %s, filter %s, body %s", end.Outcome, end.Filter, again.Body)
+	}
+	want("replay after forget", "k2", "fp", idem.OutcomeReplay, again)
+	if v, err := rdb.Get(ctx, slot2).Bytes(); err != nil || bytes.Contains(v, []byte(`"run"`)) {
+		t.Fatalf("after forget, k2's slot holds %q (%v), want the tombstone", v, err)
+	}
+}
+
+// TestRedisDownFallsBack: with Redis killed mid-run, then paused (a
+// server that stops answering), every request is answered as PostgreSQL
+// decides, without an error, and each handler runs once.
+func TestRedisDownFallsBack(t *testing.T) {
+	srv := redistest.Start(t)
+	f := newFiltered(t, srv.Client(t), "test:", redisfilter.Options{Timeout: 50 * time.Millisecond, Backoff: time.Nanosecond})
+
+	const workers, perWorker, replayKeys = 6, 30, 4
+	want := make([]*idem.Response, replayKeys)
+	for i := range want {
+		want[i], _ = f.serve("a", fmt.Sprint("replay", i), "fp")
+		f.serve("a", fmt.Sprint("replay", i), "fp") // fills
+	}
+	var done atomic.Int64
+	var stopOnce sync.Once
+	var mu sync.Mutex
+	results := map[idem.FilterResult]int{}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				if done.Add(1) == workers*perWorker/3 {
+					stopOnce.Do(srv.Stop) // Redis dies under the load
+				}
+				var end idem.TraceRequestEndData
+				var resp *idem.Response
+				switch i % 3 {
+				case 0: // a first execution
+					resp, end = f.serve("a", fmt.Sprintf("new-%d-%d", w, i), "fp")
+					if end.Outcome != idem.OutcomeFirst || resp.Status != 201 {
+						t.Errorf("first execution: outcome %s, status %d", end.Outcome, resp.Status)
+					}
+				case 1: // a replay
+					k := (w + i) % replayKeys
+					resp, end = f.serve("a", fmt.Sprint("replay", k), "fp")
+					if end.Outcome != idem.OutcomeReplay || !sameResponse(resp, want[k]) {
+						t.Errorf("replay: outcome %s, body %s, want %s", end.Outcome, resp.Body, want[k].Body)
+					}
+				default: // a 422
+					resp, end = f.serve("a", fmt.Sprint("replay", (w+i)%replayKeys), "other")
+					if end.Outcome != idem.OutcomeMismatch {
+						t.Errorf("another request: outcome %s", end.Outcome)
+					}
+				}
+				mu.Lock()
+				results[end.Filter]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if n, want := f.runs.Load(), int64(replayKeys+workers*perWorker/3); n != want {
+		t.Fatalf("handlers ran %d times, want %d: once per first execution", n, want)
+	}
+	if results[idem.FilterFailed] == 0 || results[idem.FilterHit] == 0 {
+		t.Fatalf("filter results %v: want hits before Redis died and failures after", results)
+	}
+	t.Logf("filter results: %v", results)
+
+	// A Redis that stops answering: each call waits its timeout, then
+	// PostgreSQL answers.
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	// go-redis dials again on its own schedule after failed dials.
+	deadline := time.Now().Add(10 * time.Second)
+	for f.rdb.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the client did not reach the restarted Redis in 10s")
+		}
+		time.Sleep(10 * time.Millisecond) // polls the client's state
+	}
+	f.serve("a", "replay0", "fp") // fills the new, empty Redis
+	if _, end := f.serve("a", "replay0", "fp"); end.Filter != idem.FilterHit {
+		t.Fatalf("after Redis came back: filter %s, want a hit", end.Filter)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Resume() }()
+	resp, end := f.serve("a", "replay0", "fp")
+	if end.Filter != idem.FilterFailed || end.Outcome != idem.OutcomeReplay || !sameResponse(resp, want[0]) {
+		t.Fatalf("Redis paused: filter %s, outcome %s, body %s", end.Filter, end.Outcome, resp.Body)
+	}
+	resp, end = f.serve("a", "paused-new", "fp")
+	if end.Filter != idem.FilterFailed || end.Outcome != idem.OutcomeFirst || resp.Status != 201 {
+		t.Fatalf("Redis paused, first execution: filter %s, outcome %s", end.Filter, end.Outcome)
+	}
+}
