@@ -22,6 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore"
@@ -196,6 +197,9 @@ func runKeys(sub string, o keysOptions, stdout, stderr io.Writer) int {
 			return 2
 		}
 		ropts.ContextTimeoutEnabled = true
+		// The filter reports Redis's failures; go-redis's own log would
+		// repeat them, unstructured.
+		logging.Disable()
 		rdb := redis.NewClient(ropts)
 		defer rdb.Close()
 		// A command waits longer than a request would.
