@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +15,13 @@ import (
 	"github.com/idemgen/idemgen/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	if d, ok := os.LookupEnv(proxyEnv); ok {
+		// The test binary as the delay proxy of a test with -hop.
+		os.Exit(delayProxyMain(d, os.Args[1:]))
+	}
+	pgtest.Main(m)
+}
 
 func TestWriteTableAligns(t *testing.T) {
 	var b strings.Builder
@@ -328,6 +336,39 @@ func TestShortRun(t *testing.T) {
 	}
 }
 
+// TestShortRunHop runs a scenario for a moment with -hop: the servers'
+// round trips to PostgreSQL cross the delay proxy, and the report says so.
+func TestShortRunHop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server")
+	}
+	opts, err := parseFlags([]string{"-scenarios", "baseline", "-duration", "300ms", "-warmup", "100ms", "-conns", "4", "-gobench=false", "-big-bodies", "0", "-hop", "500us"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.adminURL = pgtest.NewDatabase(t)
+	opts.jsonOut = true
+	var out, prog bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := run(ctx, opts, &out, &prog, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("%v\n%s", err, prog.String())
+	}
+	var rep report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	h := rep.Hop
+	if h.Mode != "proxy" || h.Delay != "500µs" || h.PGRTTMS < 1 || h.PGRTTMS <= h.PGRTTDirectMS {
+		t.Errorf("hop: %+v", h)
+	}
+	base := rep.scenario("baseline")
+	// Each request makes one round trip to PostgreSQL: a millisecond.
+	if base == nil || base.Requests == 0 || base.Errors != 0 || base.P50ms < 1 || !base.CPU.HopOK {
+		t.Errorf("baseline: %+v\n%s", base, prog.String())
+	}
+}
+
 func TestRefusal(t *testing.T) {
 	stderr := "idemgen: /s/stripe.yaml: the generated code would not compile:\n\tX is declared twice by oapi-codegen (lines 1, 2)\n\tY too\n"
 	want := "the generated code would not compile: X is declared twice by oapi-codegen (lines 1, 2)"
@@ -357,4 +398,79 @@ func abs(n int64) int64 {
 		return -n
 	}
 	return n
+}
+
+// The delay proxy of -hop holds each direction the delay, passes a stream
+// whole and in order, and passes the end on.
+func TestDelayProxy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { // echo, then close after the client's end
+				_, _ = io.Copy(c, c)
+				c.Close()
+			}()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const delay = 2 * time.Millisecond
+	h, err := startHop(ctx, delay, []string{"tcp:" + ln.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.stop()
+	c, err := net.Dial("tcp", h.addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 4)
+	start := time.Now()
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+	if rtt := time.Since(start); rtt < 2*delay || rtt > 2*delay+50*time.Millisecond {
+		t.Errorf("round trip %v across a hop of %v each way", rtt, delay)
+	}
+	// A stream larger than a chunk, then the end.
+	stream := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
+	go func() {
+		_, _ = c.Write(stream)
+		_ = c.(*net.TCPConn).CloseWrite()
+	}()
+	back, err := io.ReadAll(c)
+	if err != nil || !bytes.Equal(back, stream) {
+		t.Errorf("the stream came back with %d of %d bytes, %v", len(back), len(stream), err)
+	}
+}
+
+func TestViaHop(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u@127.0.0.1:5432/db?sslmode=disable&pool_max_conns=8": "postgres://u@127.0.0.1:4000/db?pool_max_conns=8&sslmode=disable",
+		"host=/var/run/postgresql dbname=db":                              "host=/var/run/postgresql dbname=db host=127.0.0.1 port=4000",
+	} {
+		if got, err := viaHop(in, "127.0.0.1:4000"); err != nil || got != want {
+			t.Errorf("viaHop(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"postgres://u@db.example:6432/x": "tcp:db.example:6432",
+		"host=/tmp port=5433 dbname=x":   "unix:/tmp/.s.PGSQL.5433",
+	} {
+		if got, err := pgTarget(in); err != nil || got != want {
+			t.Errorf("pgTarget(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
 }

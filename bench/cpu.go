@@ -22,6 +22,10 @@ const userHZ = 100
 type cpuSample struct {
 	self   time.Duration
 	server time.Duration
+	// hop and redis are the delay proxy's and Redis's, when hopOK and
+	// redisOK.
+	hop, redis     time.Duration
+	hopOK, redisOK bool
 	// pg is the CPU time of each PostgreSQL process by pid.
 	pg map[int]time.Duration
 	// busy and total are the machine's CPU ticks, from /proc/stat.
@@ -38,13 +42,27 @@ type cpuUse struct {
 	Busy float64 `json:"machine_busy"`
 	OK   bool    `json:"measured"`
 	PGOK bool    `json:"postgres_measured"`
+	// Hop is the delay proxy's CPU time (-hop), Redis the Redis server's
+	// (scenarios that use it), each when measured.
+	Hop     time.Duration `json:"hop_proxy_ns,omitempty"`
+	HopOK   bool          `json:"hop_proxy_measured,omitempty"`
+	Redis   time.Duration `json:"redis_ns,omitempty"`
+	RedisOK bool          `json:"redis_measured,omitempty"`
 }
 
-func sampleCPU(serverPID int, pgPIDs []int) cpuSample {
+// sampleCPU samples the processes; hopPID and redisPID are 0 when there
+// are none to sample.
+func sampleCPU(serverPID int, pgPIDs []int, hopPID, redisPID int) cpuSample {
 	s := cpuSample{self: selfCPU(), pg: map[int]time.Duration{}}
 	var ok bool
 	if s.server, ok = procCPU(serverPID); !ok {
 		return s
+	}
+	if hopPID != 0 {
+		s.hop, s.hopOK = procCPU(hopPID)
+	}
+	if redisPID != 0 {
+		s.redis, s.redisOK = procCPU(redisPID)
 	}
 	for _, pid := range pgPIDs {
 		if t, ok := procCPU(pid); ok {
@@ -60,6 +78,12 @@ func sampleCPU(serverPID int, pgPIDs []int) cpuSample {
 func (s cpuSample) since(s0 cpuSample) cpuUse {
 	u := cpuUse{Self: s.self - s0.self, Server: s.server - s0.server, OK: s.ok && s0.ok}
 	u.PGOK = u.OK && s.pgOK && s0.pgOK
+	if u.HopOK = s.hopOK && s0.hopOK; u.HopOK {
+		u.Hop = s.hop - s0.hop
+	}
+	if u.RedisOK = s.redisOK && s0.redisOK; u.RedisOK {
+		u.Redis = s.redis - s0.redis
+	}
 	for pid, t := range s.pg {
 		if t0, ok := s0.pg[pid]; ok {
 			u.PG += t - t0
@@ -73,7 +97,8 @@ func (s cpuSample) since(s0 cpuSample) cpuUse {
 
 // plus adds u2, measured over w2 seconds, to u, measured over w.
 func (u cpuUse) plus(u2 cpuUse, w, w2 float64) cpuUse {
-	out := cpuUse{Self: u.Self + u2.Self, Server: u.Server + u2.Server, PG: u.PG + u2.PG, OK: u.OK && u2.OK, PGOK: u.PGOK && u2.PGOK}
+	out := cpuUse{Self: u.Self + u2.Self, Server: u.Server + u2.Server, PG: u.PG + u2.PG, OK: u.OK && u2.OK, PGOK: u.PGOK && u2.PGOK,
+		Hop: u.Hop + u2.Hop, HopOK: u.HopOK && u2.HopOK, Redis: u.Redis + u2.Redis, RedisOK: u.RedisOK && u2.RedisOK}
 	if w+w2 > 0 {
 		out.Busy = (u.Busy*w + u2.Busy*w2) / (w + w2)
 	}
@@ -151,6 +176,32 @@ func parseMachineTicks(b []byte) (busy, total uint64, ok bool) {
 func isPostgres(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
 	return err == nil && strings.HasPrefix(string(b), "postgres")
+}
+
+// findRedis returns the pid of the redis-server on this machine that
+// serves addr, or 0.
+func findRedis(addr string) int {
+	_, port, _ := strings.Cut(addr, ":")
+	dirs, _ := os.ReadDir("/proc")
+	found, n := 0, 0
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if comm, err := os.ReadFile("/proc/" + d.Name() + "/comm"); err != nil || strings.TrimSpace(string(comm)) != "redis-server" {
+			continue
+		}
+		cmdline, _ := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if port != "" && strings.Contains(string(cmdline), ":"+port) {
+			return pid
+		}
+		found, n = pid, n+1
+	}
+	if n == 1 {
+		return found
+	}
+	return 0
 }
 
 // machine describes the computer the run measured.

@@ -10,7 +10,7 @@
 // It also runs the Go benchmarks of the generated handler for allocations
 // per request.
 //
-//	go run ./bench [-duration 10s] [-conns 16] [-json]
+//	go run ./bench [-duration 10s] [-conns 16] [-json] [-hop 250us]
 //	go run ./bench -generator
 //
 // With -generator it instead times idemgen generate against oapi-codegen
@@ -46,11 +46,19 @@ type options struct {
 	stormKeys  int
 	poolConns  int
 	ownCluster bool
-	settle     time.Duration
-	jsonOut    bool
-	goBench    bool
-	benchtime  string
-	verbose    bool
+	// hop, when positive, is the delay added each way between the
+	// servers and PostgreSQL (and Redis, with hopRedis).
+	hop       time.Duration
+	hopRedis  bool
+	redisAddr string
+	// scenariosSet is true when -scenarios was given: a scenario that
+	// cannot run is then an error, not skipped.
+	scenariosSet bool
+	settle       time.Duration
+	jsonOut      bool
+	goBench      bool
+	benchtime    string
+	verbose      bool
 
 	generator bool
 	specs     string
@@ -97,6 +105,21 @@ connection each. Scenarios:
                  open by this process in a transaction, as a running attempt does)
   storm          all clients on a few keys at a time, new keys every
                  conns x storm-keys requests
+  atomic-first-redis, replay-redis
+                 atomic-first and replay on a second orders-api started with
+                 -redis-url redis://ADDR/0 (-redis): its Redis replay filter
+                 in front of the key store; skipped like the fiber ones
+  fiber-baseline, fiber-first, fiber-replay
+                 the same insert in bench/fiberpeer, a server on Fiber v3:
+                 without a key, then behind Fiber's idempotency middleware
+                 and its Redis storage (-redis) with fresh keys, then
+                 replaying keys completed beforehand; skipped when Redis
+                 does not answer, unless named in -scenarios
+
+With -hop DELAY the servers reach PostgreSQL and Redis through a delay
+proxy that holds each chunk DELAY in each direction (a round trip costs
+2 x DELAY, as across a network); the clients still reach the servers over
+loopback. The report's "hop" says what ran and the round trips measured.
 
 Flags:
 `
@@ -120,6 +143,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.heldKeys, "held-keys", 4, "keys held in flight during the 409 scenario")
 	fs.IntVar(&o.stormKeys, "storm-keys", 4, "keys all clients share at a time in the storm; new ones replace them after conns x storm-keys requests")
 	fs.IntVar(&o.poolConns, "pool-conns", 0, "the server's PostgreSQL pool size (pool_max_conns); 0 keeps pgxpool's default, max(4, CPUs)")
+	fs.DurationVar(&o.hop, "hop", 0, "put a network hop of this one-way delay (e.g. 250us) between the servers and PostgreSQL (and Redis); 0: loopback, as before")
+	fs.BoolVar(&o.hopRedis, "hop-redis", true, "with -hop, put Redis behind the hop too, as a deployment's would be")
+	fs.StringVar(&o.redisAddr, "redis", "127.0.0.1:6379", "the Redis of the fiber and -redis scenarios (host:port, database 0); the bench deletes only its own keys: fiberpeer's under idemgen-bench:fiber:PID:, and the replay filter's entries for the run's keys")
 	fs.BoolVar(&o.ownCluster, "own-cluster", false, "start a throwaway PostgreSQL cluster for the run even if one is found, so that cluster-wide counters (xids, WAL) are the run's alone; it runs with fsync=off")
 	fs.DurationVar(&o.settle, "pg-settle", 11*time.Second, "how long to wait for pg_stat_database to settle when the server cannot flush it (PostgreSQL before 15); backends publish their counts within 10 s of going idle")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the results as JSON instead of tables")
@@ -137,6 +163,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		fs.Usage()
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	fs.Visit(func(f *flag.Flag) { o.scenariosSet = o.scenariosSet || f.Name == "scenarios" })
 	for _, s := range strings.Split(*scen, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
@@ -151,6 +178,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-conns and -rounds must be at least 1")
 	case o.duration <= 0:
 		return o, errors.New("-duration must be positive")
+	case o.hop < 0:
+		return o, errors.New("-hop must not be negative")
 	case o.warmup < 0:
 		return o, errors.New("-warmup must not be negative")
 	case o.replayKeys < 1 || o.heldKeys < 1 || o.stormKeys < 1:
@@ -164,6 +193,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 }
 
 func main() {
+	if d, ok := os.LookupEnv(proxyEnv); ok {
+		// Started by a run with -hop as its delay proxy.
+		os.Exit(delayProxyMain(d, os.Args[1:]))
+	}
 	opts, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return

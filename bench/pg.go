@@ -100,6 +100,22 @@ func withDatabase(admin, name string, poolConns int) (string, error) {
 	return s, nil
 }
 
+// withParam returns connString, a URL or a keyword/value string, with
+// the connection parameter key set to value (a word).
+func withParam(connString, key, value string) (string, error) {
+	if strings.HasPrefix(connString, "postgres://") || strings.HasPrefix(connString, "postgresql://") {
+		u, err := url.Parse(connString)
+		if err != nil {
+			return "", err
+		}
+		q := u.Query()
+		q.Set(key, value)
+		u.RawQuery = q.Encode()
+		return u.String(), nil
+	}
+	return connString + " " + key + "=" + value, nil
+}
+
 // xactCounts are pg_stat_database's counters.
 type xactCounts struct {
 	// Commits and Rollbacks are xact_commit and xact_rollback of the run's
@@ -173,10 +189,11 @@ func parseLSN(s string) (uint64, error) {
 // pids returns the PostgreSQL processes that work for the run: the
 // backends connected to its database and the server's own processes
 // (WAL writer, checkpointer, ...), which have no database. It also counts
-// the client connections to the run's database.
-func (m *monitor) pids(ctx context.Context) (pids []int, clients int, err error) {
-	rows, err := m.conn.Query(ctx, `SELECT pid, datname IS NOT NULL AND backend_type = 'client backend'
-		FROM pg_stat_activity WHERE datname = $1 OR datname IS NULL`, m.dbName)
+// the client connections to the run's database of application app (a
+// server's, see appName).
+func (m *monitor) pids(ctx context.Context, app string) (pids []int, clients int, err error) {
+	rows, err := m.conn.Query(ctx, `SELECT pid, datname IS NOT NULL AND backend_type = 'client backend' AND application_name = $2
+		FROM pg_stat_activity WHERE datname = $1 OR datname IS NULL`, m.dbName, app)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read pg_stat_activity: %w", err)
 	}

@@ -43,9 +43,11 @@ func goBuild(ctx context.Context, root, dir, name, pkg string) (string, error) {
 	return bin, nil
 }
 
-var listening = regexp.MustCompile(`msg="orders-api: listening" url=(\S+)`)
+// listening is the line a server logs once it listens: the orders-api's
+// and bench/fiberpeer's.
+var listening = regexp.MustCompile(`msg="[\w-]+: listening" url=(\S+)`)
 
-// serverProc is the example server, run as a child process.
+// serverProc is a server under test, run as a child process.
 type serverProc struct {
 	cmd  *exec.Cmd
 	url  string
@@ -55,11 +57,18 @@ type serverProc struct {
 	done chan struct{}
 }
 
-// startServer runs bin against dbURL on a free loopback port, with the
-// statement counter on, and waits until it listens.
-func startServer(ctx context.Context, bin, dbURL string, logTo io.Writer) (*serverProc, error) {
+// startServer runs the orders-api bin against dbURL on a free loopback
+// port, with the statement counter on, and waits until it listens.
+func startServer(ctx context.Context, bin, dbURL string, logTo io.Writer, extraArgs ...string) (*serverProc, error) {
+	args := append([]string{"-addr", "127.0.0.1:0", "-db-stats", "-bench-peers"}, extraArgs...)
+	return startProcess(ctx, exec.Command(bin, args...), dbURL, logTo)
+}
+
+// startProcess starts cmd with DATABASE_URL=dbURL and waits until it logs
+// that it listens.
+func startProcess(ctx context.Context, cmd *exec.Cmd, dbURL string, logTo io.Writer) (*serverProc, error) {
 	s := &serverProc{
-		cmd:  exec.Command(bin, "-addr", "127.0.0.1:0", "-db-stats", "-bench-peers"),
+		cmd:  cmd,
 		http: &http.Client{Timeout: 30 * time.Second},
 		done: make(chan struct{}),
 	}
@@ -69,7 +78,7 @@ func startServer(ctx context.Context, bin, dbURL string, logTo io.Writer) (*serv
 		return nil, err
 	}
 	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start the server: %w", err)
+		return nil, fmt.Errorf("start %s: %w", filepath.Base(s.cmd.Path), err)
 	}
 	found := make(chan string, 1)
 	go func() {
@@ -79,10 +88,13 @@ func startServer(ctx context.Context, bin, dbURL string, logTo io.Writer) (*serv
 			line := sc.Text()
 			s.keep(line)
 			if logTo != nil {
-				fmt.Fprintln(logTo, "server:", line)
+				fmt.Fprintf(logTo, "%s: %s\n", filepath.Base(s.cmd.Path), line)
 			}
 			if m := listening.FindStringSubmatch(line); m != nil {
-				found <- m[1]
+				select {
+				case found <- m[1]:
+				default:
+				}
 			}
 		}
 	}()
@@ -92,10 +104,10 @@ func startServer(ctx context.Context, bin, dbURL string, logTo io.Writer) (*serv
 		return s, nil
 	case <-s.done:
 		_ = s.cmd.Wait()
-		return nil, fmt.Errorf("the server exited before listening:\n%s", s.tail())
+		return nil, fmt.Errorf("%s exited before listening:\n%s", filepath.Base(s.cmd.Path), s.tail())
 	case <-time.After(time.Minute):
 		s.stop()
-		return nil, fmt.Errorf("the server did not listen within a minute:\n%s", s.tail())
+		return nil, fmt.Errorf("%s did not listen within a minute:\n%s", filepath.Base(s.cmd.Path), s.tail())
 	case <-ctx.Done():
 		s.stop()
 		return nil, ctx.Err()

@@ -16,6 +16,7 @@ type report struct {
 	Machine        machine          `json:"machine"`
 	PG             pgSettings       `json:"postgres"`
 	Load           loadConfig       `json:"load"`
+	Hop            hopInfo          `json:"hop"`
 	PoolSeen       int              `json:"server_pg_connections"`
 	Scenarios      []scenarioResult `json:"scenarios"`
 	Targets        []target         `json:"targets"`
@@ -297,11 +298,22 @@ func (r *report) write(w io.Writer, asJSON bool) error {
 	if r.Load.Rounds > 1 {
 		rounds = fmt.Sprintf(" in %d interleaved rounds", r.Load.Rounds)
 	}
-	fmt.Fprintf(&b, "load:     %d client connections in a closed loop over loopback; per scenario %s measured%s, each after a %s warm-up;\n          the server's pool: %d connections to PostgreSQL (%s)\n\n",
+	fmt.Fprintf(&b, "load:     %d client connections in a closed loop over loopback; per scenario %s measured%s, each after a %s warm-up;\n          the server's pool: %d connections to PostgreSQL (%s)\n",
 		r.Load.Conns, r.Load.Duration, rounds, r.Load.Warmup, r.PoolSeen, pool)
+	b.WriteString(r.Hop.line())
+	b.WriteString("\n")
 
 	header := []string{"scenario", "requests", "req/s", "x base", "p50 ms", "p99 ms", "errors",
 		"stmts/req", "rt/req", "commits/req", "pg xact/req", "xids/req", "WAL B/req", "bench µs", "server µs", "pg µs", "busy"}
+	// Columns that only some runs have.
+	hopCol := slices.ContainsFunc(r.Scenarios, func(s scenarioResult) bool { return s.CPU.HopOK })
+	redisCol := slices.ContainsFunc(r.Scenarios, func(s scenarioResult) bool { return s.CPU.RedisOK })
+	if hopCol {
+		header = append(header, "hop µs")
+	}
+	if redisCol {
+		header = append(header, "redis µs")
+	}
 	var rows [][]string
 	for _, s := range r.Scenarios {
 		ratio := "-"
@@ -330,6 +342,18 @@ func (r *report) write(w io.Writer, asJSON bool) error {
 			pgXact, fmt.Sprintf("%.2f%s", s.per(s.XIDs), mark), fmt.Sprintf("%.0f%s", s.per(s.WALBytes), mark),
 			benchUS, serverUS, pgUS, busy,
 		})
+		optional := func(ok bool, d time.Duration) string {
+			if !ok {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f", s.perUS(d))
+		}
+		if hopCol {
+			rows[len(rows)-1] = append(rows[len(rows)-1], optional(s.CPU.HopOK, s.CPU.Hop))
+		}
+		if redisCol {
+			rows[len(rows)-1] = append(rows[len(rows)-1], optional(s.CPU.RedisOK, s.CPU.Redis))
+		}
 	}
 	writeTable(&b, header, rows)
 	b.WriteString(legend)
@@ -391,8 +415,22 @@ const legend = `
   xids/req: transaction IDs assigned (writing transactions), WAL B/req: WAL bytes written; both are
     cluster-wide ("*": others used the cluster meanwhile, see below; -own-cluster isolates them).
   µs: CPU time per request of the load generator, the server process and PostgreSQL's processes for
-    the run's database; busy: share of the machine's CPU time in use during the scenario.
+    the run's database; busy: share of the machine's CPU time in use during the scenario; hop µs: the
+    delay proxy's (-hop), redis µs: Redis's (scenarios that use it).
 `
+
+// line is the report's line about the hop.
+func (h hopInfo) line() string {
+	if h.Mode != "proxy" {
+		return "hop:      none: the servers reach PostgreSQL and Redis over loopback\n"
+	}
+	redis := ""
+	if h.Redis {
+		redis = fmt.Sprintf(" and Redis (PING %.3f ms, %.3f ms direct)", h.RedisRTTMS, h.RedisRTTDirectMS)
+	}
+	return fmt.Sprintf("hop:      %s each way by a delay proxy between the servers and PostgreSQL (SELECT 1 %.3f ms, %.3f ms direct)%s;\n          the proxy writes %.0f µs early for its own latency; the clients reach the servers over loopback.\n          %s\n",
+		h.Delay, h.PGRTTMS, h.PGRTTDirectMS, redis, h.LeadUS, h.Netem)
+}
 
 // statementMix lists the statements per request, most common verbs first
 // in the order a request sends them.

@@ -20,9 +20,10 @@ import (
 )
 
 // scenarioNames are the scenarios, in the order they run by default.
-var scenarioNames = []string{"baseline", "atomic-first", "peer-insert-update", "peer-upsert", "phased-first",
+var scenarioNames = []string{"baseline", "atomic-first", "atomic-first-redis", "peer-insert-update", "peer-upsert", "phased-first",
 	"realistic-baseline", "realistic-first",
-	"read-by-id", "replay", "peer-insert-update-replay", "peer-upsert-replay", "422", "409", "storm"}
+	"read-by-id", "replay", "replay-redis", "peer-insert-update-replay", "peer-upsert-replay", "422", "409", "storm",
+	"fiber-baseline", "fiber-first", "fiber-replay"}
 
 // realisticBody is an order of two line items for bench/realistic.
 var realisticBody = []byte(`{"customer_id":"` + realistic.Customer + `","items":[{"sku":"sku-1","quantity":1,"price_cents":500},{"sku":"sku-2","quantity":2,"price_cents":250}]}`)
@@ -42,6 +43,9 @@ var (
 type scenario struct {
 	name  string
 	about string
+	// server is the backend the requests go to: backendOrders when
+	// empty.
+	server string
 	// expect are the outcomes that are not errors.
 	expect []outcome
 	// prepare, if set, runs before the warm-up, outside every measurement.
@@ -55,15 +59,25 @@ type scenario struct {
 // fixtures are what scenarios set up beforehand, shared by those that
 // need the same.
 type fixtures struct {
+	// clients are the orders-api's.
 	clients []*client
+	// backend returns a started backend, for fixtures on other servers.
+	backend func(name string) *backend
 	// dbURL is the run's database, where the 409 scenario holds keys.
 	dbURL      string
+	conns      int
 	replayKeys int
 	heldKeys   int
 	stormKeys  int
 
 	replayOnce sync.Once
 	replayErr  error
+	fiberOnce  sync.Once
+	fiberErr   error
+	redisOnce  sync.Once
+	redisErr   error
+	// runID is unique to the run.
+	runID string
 
 	peerOnce map[string]*sync.Once
 	peerErr  map[string]error
@@ -85,6 +99,16 @@ func (f *fixtures) scenario(name string) *scenario {
 			expect: []outcome{outFirst},
 			next: func(c *client) request {
 				return request{path: "/orders", key: c.freshKey("a"), body: orderBody}
+			},
+		}
+	case "atomic-first-redis":
+		return &scenario{
+			name:   name,
+			about:  "POST /orders with a fresh key on the orders-api with its Redis replay filter (-redis-url): a Redis GET that misses, then atomic-first's statements",
+			server: backendOrdersRedis,
+			expect: []outcome{outFirst},
+			next: func(c *client) request {
+				return request{path: "/orders", key: c.freshKey("ar"), body: orderBody}
 			},
 		}
 	case "phased-first":
@@ -156,6 +180,18 @@ func (f *fixtures) scenario(name string) *scenario {
 				return request{path: "/orders", key: f.replayKey(c), body: orderBody}
 			},
 		}
+	case "replay-redis":
+		return &scenario{
+			name: name,
+			about: fmt.Sprintf("POST /orders replaying %d keys completed beforehand on the orders-api with its Redis replay filter "+
+				"(-redis-url): a Redis GET; the warm-up's replays fill the filter from PostgreSQL", f.replayKeys),
+			server:  backendOrdersRedis,
+			expect:  []outcome{outReplay},
+			prepare: f.completeRedisKeys,
+			next: func(c *client) request {
+				return request{path: "/orders", key: f.redisKeyPrefix() + f.replayKey(c), body: orderBody}
+			},
+		}
 	case "422":
 		return &scenario{
 			name:    name,
@@ -182,16 +218,46 @@ func (f *fixtures) scenario(name string) *scenario {
 		}
 	case "storm":
 		var sent atomic.Int64
-		round := int64(len(f.clients) * f.stormKeys)
+		round := int64(f.conns * f.stormKeys)
 		return &scenario{
 			name: name,
 			about: fmt.Sprintf("all %d clients on %d keys at a time, new keys every %d requests: "+
-				"the first of each key runs, the others get 409 while it runs and replays after", len(f.clients), f.stormKeys, round),
+				"the first of each key runs, the others get 409 while it runs and replays after", f.conns, f.stormKeys, round),
 			expect: []outcome{outFirst, outReplay, outConflict},
 			next: func(*client) request {
 				n := sent.Add(1) - 1
 				key := "s-" + strconv.FormatInt(n/round, 10) + "-" + strconv.FormatInt(n%int64(f.stormKeys), 10)
 				return request{path: "/orders", key: key, body: orderBody}
+			},
+		}
+	case "fiber-baseline":
+		return &scenario{
+			name:   name,
+			about:  "POST /baseline/orders on bench/fiberpeer (Fiber v3) without a key: the same insert",
+			server: backendFiber,
+			expect: []outcome{outFirst},
+			next:   func(*client) request { return request{path: "/baseline/orders", body: orderBody} },
+		}
+	case "fiber-first":
+		return &scenario{
+			name: name,
+			about: "POST /orders on bench/fiberpeer with a fresh key: Fiber's idempotency middleware (a Redis GET, " +
+				"a lock in the process, a second GET), the insert, and a Redis SET of the response",
+			server: backendFiber,
+			expect: []outcome{outFirst},
+			next: func(c *client) request {
+				return request{path: "/orders", key: c.freshKey("f"), body: orderBody}
+			},
+		}
+	case "fiber-replay":
+		return &scenario{
+			name:    name,
+			about:   fmt.Sprintf("POST /orders on bench/fiberpeer replaying %d keys completed beforehand: one Redis GET", f.replayKeys),
+			server:  backendFiber,
+			expect:  []outcome{outReplay},
+			prepare: f.completeFiberKeys,
+			next: func(c *client) request {
+				return request{path: "/orders", key: "fiber-" + f.replayKey(c), body: orderBody}
 			},
 		}
 	}
@@ -207,7 +273,7 @@ func (f *fixtures) replayKey(c *client) string {
 // completeReplayKeys runs the first execution of each replay key, once.
 func (f *fixtures) completeReplayKeys(ctx context.Context) error {
 	f.replayOnce.Do(func() {
-		f.replayErr = f.each(ctx, f.replayKeys, func(c *client, i int) error {
+		f.replayErr = each(ctx, f.clients, f.replayKeys, func(c *client, i int) error {
 			return c.post(ctx, request{path: "/orders", key: "r-" + strconv.Itoa(i), body: orderBody}, nil)
 		})
 	})
@@ -226,16 +292,55 @@ func (f *fixtures) completePeerKeys(ctx context.Context, peer string) error {
 		f.peerOnce[peer] = once
 	}
 	once.Do(func() {
-		f.peerErr[peer] = f.each(ctx, f.replayKeys, func(c *client, i int) error {
+		f.peerErr[peer] = each(ctx, f.clients, f.replayKeys, func(c *client, i int) error {
 			return c.post(ctx, request{path: peerPaths[peer], key: peer + "-r-" + strconv.Itoa(i), body: orderBody}, nil)
 		})
 	})
 	return f.peerErr[peer]
 }
 
+// redisKeyPrefix starts the keys of replay-redis: the run's own, so that
+// the replay filter's entries of other runs, which Redis keeps, are not
+// theirs (an entry is only added where none is).
+func (f *fixtures) redisKeyPrefix() string { return "rr-" + f.runID + "-" }
+
+// completeRedisKeys runs the first execution of each replay-redis key,
+// once.
+func (f *fixtures) completeRedisKeys(ctx context.Context) error {
+	f.redisOnce.Do(func() {
+		f.redisErr = each(ctx, f.backend(backendOrdersRedis).clients, f.replayKeys, func(c *client, i int) error {
+			return c.post(ctx, request{path: "/orders", key: f.redisKeyPrefix() + "r-" + strconv.Itoa(i), body: orderBody}, nil)
+		})
+	})
+	return f.redisErr
+}
+
+// redisFilterKeys are the Redis keys of the replay filter's entries for
+// the replay-redis keys: redisfilter's default prefix, which the
+// orders-api uses, then the entry's name (pgstore.FilterKey).
+func (f *fixtures) redisFilterKeys() []string {
+	var keys []string
+	for i := range f.replayKeys {
+		id := idem.ID{Scope: account, Operation: "createOrder", Key: f.redisKeyPrefix() + "r-" + strconv.Itoa(i)}
+		keys = append(keys, "idemgen:replay:"+pgstore.FilterKey(id))
+	}
+	return keys
+}
+
+// completeFiberKeys runs the first execution of each replay key on the
+// Fiber server, once.
+func (f *fixtures) completeFiberKeys(ctx context.Context) error {
+	f.fiberOnce.Do(func() {
+		f.fiberErr = each(ctx, f.backend(backendFiber).clients, f.replayKeys, func(c *client, i int) error {
+			return c.post(ctx, request{path: "/orders", key: "fiber-r-" + strconv.Itoa(i), body: orderBody}, nil)
+		})
+	})
+	return f.fiberErr
+}
+
 // createOrders gives each client an order of its own to pay for.
 func (f *fixtures) createOrders(ctx context.Context) error {
-	return f.each(ctx, len(f.clients), func(c *client, _ int) error {
+	return each(ctx, f.clients, len(f.clients), func(c *client, _ int) error {
 		var o struct {
 			ID string `json:"id"`
 		}
@@ -250,12 +355,12 @@ func (f *fixtures) createOrders(ctx context.Context) error {
 }
 
 // each runs do for i in [0, n), spread over the clients, concurrently.
-func (f *fixtures) each(ctx context.Context, n int, do func(c *client, i int) error) error {
-	errs := make([]error, len(f.clients))
+func each(ctx context.Context, clients []*client, n int, do func(c *client, i int) error) error {
+	errs := make([]error, len(clients))
 	var wg sync.WaitGroup
-	for ci, c := range f.clients {
+	for ci, c := range clients {
 		wg.Go(func() {
-			for i := ci; i < n && errs[ci] == nil && ctx.Err() == nil; i += len(f.clients) {
+			for i := ci; i < n && errs[ci] == nil && ctx.Err() == nil; i += len(clients) {
 				errs[ci] = do(c, i)
 			}
 		})
