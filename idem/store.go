@@ -26,6 +26,8 @@ type Record struct {
 	Completed bool
 	// Held reports that a live claimant holds the key right now: an
 	// atomic attempt whose claim is not visible yet, or a running phase.
+	// A store may leave it false for a completed row within its TTL,
+	// which is replayed whoever holds the key.
 	Held bool
 	// Fingerprint of the request that made the row.
 	Fingerprint []byte

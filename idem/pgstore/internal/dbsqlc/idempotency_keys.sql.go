@@ -681,8 +681,12 @@ func (q *Queries) LockKeyToForget(ctx context.Context, lockID int64) (bool, erro
 const lookupKey = `-- name: LookupKey :one
 
 SELECT
-    (NOT pg_try_advisory_xact_lock_shared($1::bigint)
-     OR (k.scope IS NULL AND coalesce(current_setting('idemgen.claim', true), '') = $1::bigint::text))::boolean AS held,
+    -- A completed row within its TTL is replayed whoever holds the key, so
+    -- a replay does not probe the lock.
+    (CASE WHEN k.status = 'completed' AND k.expires_at > now() THEN false
+          ELSE NOT pg_try_advisory_xact_lock_shared($1::bigint)
+               OR (k.scope IS NULL AND coalesce(current_setting('idemgen.claim', true), '') = $1::bigint::text)
+     END)::boolean AS held,
     (CASE WHEN k.scope IS NULL AND $2::boolean
           THEN idemgen_try_claim($1::bigint, $3::bigint,
                                  $4::text, $5::text, $6::text)

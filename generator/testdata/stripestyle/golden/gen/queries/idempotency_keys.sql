@@ -15,8 +15,12 @@
 -- without a row is also claimed for an atomic attempt when it is free
 -- (claimed; idemgen_try_claim): the session then holds the key's lock.
 SELECT
-    (NOT pg_try_advisory_xact_lock_shared(sqlc.arg(lock_id)::bigint)
-     OR (k.scope IS NULL AND coalesce(current_setting('idemgen.claim', true), '') = sqlc.arg(lock_id)::bigint::text))::boolean AS held,
+    -- A completed row within its TTL is replayed whoever holds the key, so
+    -- a replay does not probe the lock.
+    (CASE WHEN k.status = 'completed' AND k.expires_at > now() THEN false
+          ELSE NOT pg_try_advisory_xact_lock_shared(sqlc.arg(lock_id)::bigint)
+               OR (k.scope IS NULL AND coalesce(current_setting('idemgen.claim', true), '') = sqlc.arg(lock_id)::bigint::text)
+     END)::boolean AS held,
     (CASE WHEN k.scope IS NULL AND sqlc.arg(claim)::boolean
           THEN idemgen_try_claim(sqlc.arg(lock_id)::bigint, sqlc.arg(idle_timeout_ms)::bigint,
                                  sqlc.arg(scope)::text, sqlc.arg(operation)::text, sqlc.arg(key)::text)
