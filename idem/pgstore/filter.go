@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -172,22 +171,24 @@ func identityHash(id idem.ID) [sha256.Size]byte {
 	return sum
 }
 
-// entry is what an entry holds besides its MAC.
-type entry struct {
-	Identity    []byte      `json:"i"`
-	Fingerprint []byte      `json:"f"`
-	Status      int         `json:"s"`
-	Header      http.Header `json:"h,omitempty"`
-	Body        []byte      `json:"b,omitempty"`
-}
-
-// sealEntry encodes a response for id and fingerprint, signed with mac.
+// sealEntry encodes a response for id and fingerprint, signed with mac:
+// the identity's hash, the fingerprint, the status, the header and the
+// body, each length-prefixed, after the MAC.
 func sealEntry(mac []byte, id idem.ID, fingerprint []byte, r *idem.Response) ([]byte, error) {
 	identity := identityHash(id)
-	payload, err := json.Marshal(entry{Identity: identity[:], Fingerprint: fingerprint, Status: r.Status, Header: r.Header, Body: r.Body})
-	if err != nil {
-		return nil, err
+	payload := make([]byte, 0, 64+len(fingerprint)+len(r.Body)+64*len(r.Header))
+	payload = append(payload, identity[:]...)
+	payload = appendBytes(payload, fingerprint)
+	payload = binary.AppendUvarint(payload, uint64(r.Status))
+	payload = binary.AppendUvarint(payload, uint64(len(r.Header)))
+	for name, values := range r.Header {
+		payload = appendBytes(payload, []byte(name))
+		payload = binary.AppendUvarint(payload, uint64(len(values)))
+		for _, v := range values {
+			payload = appendBytes(payload, []byte(v))
+		}
 	}
+	payload = appendBytes(payload, r.Body)
 	h := hmac.New(sha256.New, mac)
 	h.Write(payload)
 	out := make([]byte, 0, len(entryMagic)+sha256.Size+len(payload))
@@ -196,12 +197,44 @@ func sealEntry(mac []byte, id idem.ID, fingerprint []byte, r *idem.Response) ([]
 	return append(out, payload...), nil
 }
 
+func appendBytes(b, v []byte) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(v))), v...)
+}
+
+// reader reads what sealEntry wrote; ok turns false at the first thing
+// that is not there.
+type reader struct {
+	b  []byte
+	ok bool
+}
+
+func (r *reader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.ok = false
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) bytes() []byte {
+	n := r.uvarint()
+	if !r.ok || n > uint64(len(r.b)) {
+		r.ok = false
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
 // openEntry returns the response in value when it is an entry signed
 // with mac, for id and fingerprint; anything else, a tombstone included,
 // is not.
 func openEntry(mac, value []byte, id idem.ID, fingerprint []byte) (*idem.Response, bool) {
 	rest, ok := bytes.CutPrefix(value, entryMagic)
-	if !ok || len(rest) < sha256.Size {
+	if !ok || len(rest) < 2*sha256.Size {
 		return nil, false
 	}
 	sum, payload := rest[:sha256.Size], rest[sha256.Size:]
@@ -210,13 +243,29 @@ func openEntry(mac, value []byte, id idem.ID, fingerprint []byte) (*idem.Respons
 	if !hmac.Equal(h.Sum(nil), sum) {
 		return nil, false
 	}
-	var e entry
-	if err := json.Unmarshal(payload, &e); err != nil {
-		return nil, false
-	}
 	identity := identityHash(id)
-	if !bytes.Equal(e.Identity, identity[:]) || !bytes.Equal(e.Fingerprint, fingerprint) || e.Status == 0 {
+	if !bytes.Equal(payload[:sha256.Size], identity[:]) {
 		return nil, false
 	}
-	return &idem.Response{Status: e.Status, Header: e.Header, Body: e.Body}, true
+	r := &reader{b: payload[sha256.Size:], ok: true}
+	if !bytes.Equal(r.bytes(), fingerprint) || !r.ok {
+		return nil, false
+	}
+	resp := &idem.Response{Status: int(r.uvarint())}
+	if n := r.uvarint(); r.ok && n > 0 && n <= uint64(len(r.b)) {
+		resp.Header = make(http.Header, n)
+		for range n {
+			name := string(r.bytes())
+			values := make([]string, 0, min(r.uvarint(), uint64(len(r.b))))
+			for range cap(values) {
+				values = append(values, string(r.bytes()))
+			}
+			resp.Header[name] = values
+		}
+	}
+	resp.Body = r.bytes()
+	if !r.ok || len(r.b) != 0 || resp.Status == 0 {
+		return nil, false
+	}
+	return resp, true
 }
