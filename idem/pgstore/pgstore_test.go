@@ -33,7 +33,7 @@ func newModePool(t *testing.T, mode pgx.QueryExecMode) *pgxpool.Pool {
 	return newConfiguredPool(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
 }
 
-func newConfiguredPool(t *testing.T, configure func(*pgxpool.Config)) *pgxpool.Pool {
+func newConfiguredPool(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(pgtest.NewDatabase(t))
 	if err != nil {
