@@ -80,6 +80,7 @@ func exited(t *testing.T, p *proc, within time.Duration) error {
 // the request finish and store its response, then stops its janitor and
 // exits 0 within -drain-timeout.
 func TestGracefulDrain(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	dbURL := pgtest.NewDatabase(t)
 	pool, err := pgxpool.New(context.Background(), dbURL)
@@ -128,6 +129,7 @@ func TestGracefulDrain(t *testing.T) {
 // its attempt rolls back, the server says so and exits 1, and the client's
 // retry on a new server runs the request once.
 func TestDrainTimeoutCutsOff(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	dbURL := pgtest.NewDatabase(t)
 	pool, err := pgxpool.New(context.Background(), dbURL)

@@ -287,6 +287,7 @@ func (e *faultEnv) start(t *testing.T) *proc {
 // PostgreSQL stops (fast shutdown, as for a restart) in the middle of the
 // load and starts again once requests have seen it down.
 func TestFaultDatabaseRestart(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	cluster, err := pglocal.Start(context.Background(), pglocal.Options{ForceCluster: true})
 	if err != nil {
@@ -319,6 +320,7 @@ func TestFaultDatabaseRestart(t *testing.T) {
 // The server's database connections are terminated, three times, under
 // load.
 func TestFaultConnectionsTerminated(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	e := newFaultEnv(t, bin, pgtest.NewDatabase(t))
 	p := e.start(t)
@@ -349,6 +351,7 @@ func TestFaultConnectionsTerminated(t *testing.T) {
 // The server is killed under load; a new one takes over on the same
 // database, and the clients follow it.
 func TestFaultServerKilled(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	e := newFaultEnv(t, bin, pgtest.NewDatabase(t))
 	p1 := e.start(t)

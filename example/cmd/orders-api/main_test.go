@@ -199,6 +199,7 @@ func count(t *testing.T, pool *pgxpool.Pool, query string) int {
 }
 
 func TestServerOverHTTP(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	p := start(t, bin, pgtest.NewDatabase(t))
 
@@ -241,6 +242,7 @@ func TestServerOverHTTP(t *testing.T) {
 // committed. The claim dies with its transaction: a retry on a new server
 // runs once, and the result replays byte for byte.
 func TestCrashMidHandlerRunsOnceOnRetry(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	dbURL := pgtest.NewDatabase(t)
 	pool, err := pgxpool.New(context.Background(), dbURL)
@@ -350,6 +352,7 @@ func killedBy(t *testing.T, p *proc) {
 // answers the client's retry. Whatever the point, the provider charged
 // once, there is one payment, and every later replay repeats the 201.
 func TestCrashDuringPaymentChargesOnce(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	for _, tc := range []struct {
 		at       string
@@ -408,6 +411,7 @@ func TestCrashDuringPaymentChargesOnce(t *testing.T) {
 // moment, once its lease has passed: exactly one takes it over and runs
 // the unfinished phase, and the provider charges once.
 func TestTwoServersTakeOverOnce(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	dbURL := pgtest.NewDatabase(t)
 	fake := psp.NewFake()
@@ -511,6 +515,7 @@ func retryWhileHeld(t *testing.T, url, key, body string) reply {
 // charged once, the payment succeeded once, and the stored 201 is what the
 // client's late retry gets, replayed.
 func TestCompleterFinishesCrashedPayment(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	dbURL := pgtest.NewDatabase(t)
 	fake := psp.NewFake()
