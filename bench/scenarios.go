@@ -95,7 +95,7 @@ func (f *fixtures) scenario(name string) *scenario {
 	case "atomic-first":
 		return &scenario{
 			name:   name,
-			about:  "POST /orders with a fresh key: the lookup, which claims; BEGIN with the insert; the key row with COMMIT and the release",
+			about:  "POST /orders with a fresh key: the lookup, which claims; BEGIN with the insert; the key row, which hands the claim over, with COMMIT",
 			expect: []outcome{outFirst},
 			next: func(c *client) request {
 				return request{path: "/orders", key: c.freshKey("a"), body: orderBody}
