@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
@@ -64,8 +65,8 @@ type filter struct {
 	cache ReplayCache
 	s     *Store
 
-	mu  sync.Mutex
-	mac []byte // the entries' MAC key, once read
+	mu  sync.Mutex             // held while the MAC key is read
+	mac atomic.Pointer[[]byte] // the entries' MAC key, once read
 }
 
 // FilteredReplay answers a replay of id from the replay cache, when the
@@ -98,10 +99,13 @@ func (f *filter) replay(ctx context.Context, id idem.ID, fingerprint []byte) (*i
 // macKey returns the key that signs entries, derived from the store's
 // secret, read once.
 func (f *filter) macKey(ctx context.Context) ([]byte, error) {
+	if mac := f.mac.Load(); mac != nil {
+		return *mac, nil
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.mac != nil {
-		return f.mac, nil
+	if mac := f.mac.Load(); mac != nil {
+		return *mac, nil
 	}
 	secret, err := f.s.Secret(ctx)
 	if err != nil {
@@ -109,8 +113,9 @@ func (f *filter) macKey(ctx context.Context) ([]byte, error) {
 	}
 	h := hmac.New(sha256.New, secret)
 	h.Write([]byte("idemgen replay filter"))
-	f.mac = h.Sum(nil)
-	return f.mac, nil
+	mac := h.Sum(nil)
+	f.mac.Store(&mac)
+	return mac, nil
 }
 
 // fill adds the completed row that a lookup read, as rec, to the cache,
