@@ -5,10 +5,11 @@
 // is claimed by that same statement when the key has no row: the session
 // takes the key's advisory lock (LookupClaim). Its transaction begins with
 // the handler's first statement, writes nothing of the store's until it
-// ends, and then writes the key's row, with the response, sent with COMMIT
-// and the lock's release: it commits once, writes one row besides the
-// handler's, costs two round trips besides the handler's, and a crash
-// leaves no claim behind. Concurrent duplicates see the lock and get their
+// ends, and then writes the key's row, with the response, sent with
+// COMMIT; that statement hands the lock over to the transaction, which
+// COMMIT releases. It runs four statements of the store's own, commits
+// once, writes one row besides the handler's, costs two round trips
+// besides the handler's, and a crash leaves no claim behind. Concurrent duplicates see the lock and get their
 // 409 at once, without waiting for the first attempt. A key with a row is
 // claimed in the statement sent with BEGIN (Claim), a round trip more.
 //
@@ -17,6 +18,10 @@
 // the advisory lock and checking the token, so an attempt whose lease was
 // taken over can commit nothing more. Janitor sweeps abandoned leases and
 // reaps expired keys.
+//
+// With Options.ReplayCache, replays of completed keys are answered from a
+// cache in front of PostgreSQL (see redisfilter), which decides nothing
+// else.
 package pgstore
 
 import (
