@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/idemgen/idemgen/idem/redisfilter"
+	"github.com/idemgen/idemgen/idem/storetest"
 	"github.com/idemgen/idemgen/internal/redistest"
 )
 
@@ -320,4 +322,69 @@ func TestRedisDownFallsBack(t *testing.T) {
 	if end.Filter != idem.FilterFailed || end.Outcome != idem.OutcomeFirst || resp.Status != 201 {
 		t.Fatalf("Redis paused, first execution: filter %s, outcome %s", end.Filter, end.Outcome)
 	}
+}
+
+// TestConformanceWithReplayFilter runs the store conformance suite on the
+// store with a Redis replay filter: the same facts, and the same answer
+// for every key state. A key made to expire loses its entry too, as time
+// would take it, the entry's TTL being shorter than the key's.
+func TestConformanceWithReplayFilter(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := redistest.Client(t)
+	var added atomic.Int64
+	storetest.Run(t, func(t *testing.T) storetest.Harness[pgx.Tx] {
+		pool := newPool(t, nil)
+		own := prefix + t.Name() + ":"
+		cache, err := redisfilter.New(rdb, redisfilter.Options{Prefix: own})
+		if err != nil {
+			t.Fatal(err)
+		}
+		store := pgstore.New(pool, pgstore.Options{ReplayCache: countingCache{cache, &added}})
+		age := func(column string) func(t *testing.T, id idem.ID) {
+			return func(t *testing.T, id idem.ID) {
+				_, err := pool.Exec(context.Background(),
+					`UPDATE idempotency_keys SET `+column+` = now() - interval '1 second' WHERE scope = $1 AND operation = $2 AND key = $3`,
+					id.Scope, id.Operation, id.Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return storetest.Harness[pgx.Tx]{
+			Store: store,
+			Reap: func(t *testing.T) {
+				if _, err := store.Reap(context.Background(), pgstore.ReapOptions{Logger: slog.New(slog.DiscardHandler)}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			Expire: func(t *testing.T, id idem.ID) {
+				age("expires_at")(t, id)
+				if err := rdb.Del(context.Background(), own+pgstore.FilterKey(id)).Err(); err != nil {
+					t.Fatal(err)
+				}
+			},
+			ExpireLease: age("locked_until"),
+		}
+	})
+	t.Cleanup(func() {
+		keys, _ := rdb.Keys(context.Background(), prefix+"*").Result()
+		if len(keys) > 0 {
+			_ = rdb.Del(context.Background(), keys...).Err()
+		}
+		if added.Load() == 0 {
+			t.Error("the suite added no entry to Redis: the filter was not tried")
+		}
+		t.Logf("%d entries added to Redis", added.Load())
+	})
+}
+
+// countingCache counts the entries added.
+type countingCache struct {
+	pgstore.ReplayCache
+	added *atomic.Int64
+}
+
+func (c countingCache) Add(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	c.added.Add(1)
+	return c.ReplayCache.Add(ctx, key, value, ttl)
 }
