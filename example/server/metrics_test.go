@@ -17,6 +17,7 @@ import (
 	"github.com/idemgen/idemgen/example/psp"
 	"github.com/idemgen/idemgen/example/server"
 	"github.com/idemgen/idemgen/internal/pgtest"
+	"github.com/idemgen/idemgen/internal/redistest"
 )
 
 // The example serves its metrics at /metrics, through OpenTelemetry's
@@ -165,4 +166,66 @@ func requestCounts(t *testing.T, text string) map[string]int {
 		t.Fatalf("no idem_requests_total in /metrics:\n%s", text)
 	}
 	return got
+}
+
+// The example with -redis-url: replays over HTTP are answered from Redis
+// after the first, with the first call's bytes, and the scrape counts the
+// filter's hits and misses.
+func TestExampleRedisFilter(t *testing.T) {
+	srv := redistest.Start(t)
+	api, err := server.Start(context.Background(), server.Config{
+		DatabaseURL: pgtest.NewDatabase(t),
+		RedisURL:    "redis://" + srv.Addr + "/0",
+		Logger:      slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	order := `{"amount_cents": 1250, "currency": "EUR", "customer_id": "cus_1"}`
+	send := func(account string) (int, string, string) {
+		t.Helper()
+		req, err := http.NewRequest("POST", api.URL+"/orders", strings.NewReader(order))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Account-Id", account)
+		req.Header.Set("Idempotency-Key", "k1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header.Get("Idempotent-Replayed")
+	}
+	status, first, _ := send("acct_1")
+	if status != 201 {
+		t.Fatalf("first call: %d %s", status, first)
+	}
+	for i := range 3 { // the first replay reads PostgreSQL, the others Redis
+		if status, body, replayed := send("acct_1"); status != 201 || body != first || replayed != "true" {
+			t.Fatalf("replay %d: %d %s, replayed %q; want the first call's bytes", i, status, body, replayed)
+		}
+	}
+	if status, body, _ := send("acct_2"); status != 201 || body == first {
+		t.Fatalf("another account's k1: %d %s, want a new order", status, body)
+	}
+	resp, err := http.Get(api.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	text, _ := io.ReadAll(resp.Body)
+	for result, want := range map[string]int{"hit": 2, "miss": 3} {
+		re := regexp.MustCompile(`(?m)^idem_filter_lookups_total\{[^}]*idem_filter_result="` + result + `"[^}]*\} (\d+)$`)
+		m := re.FindSubmatch(text)
+		if m == nil {
+			t.Fatalf("no idem_filter_lookups_total for %s in /metrics:\n%s", result, text)
+		}
+		if got, _ := strconv.Atoi(string(m[1])); got != want {
+			t.Errorf("idem_filter_lookups_total{%s} = %d, want %d", result, got, want)
+		}
+	}
 }
