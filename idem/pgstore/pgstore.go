@@ -212,10 +212,9 @@ const statusEmptied = "expired"
 // record is what a lookup's row of id reports. A completed row is added
 // to the replay filter, if the store has one.
 func (s *Store) record(ctx context.Context, id idem.ID, row dbsqlc.LookupKeyRow) (idem.Record, error) {
-	read := time.Now()
 	rec, err := record(row)
 	if err == nil && s.filter != nil && rec.Completed && !rec.Expired {
-		s.filter.fill(ctx, id, rec, time.Duration(row.TtlLeftMs)*time.Millisecond, read)
+		s.filter.fill(ctx, id, rec, time.Duration(row.TtlLeftMs)*time.Millisecond, time.Now())
 	}
 	return rec, err
 }
