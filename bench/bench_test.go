@@ -64,6 +64,7 @@ func TestParseGoBench(t *testing.T) {
 BenchmarkGeneratedHandler/baseline-2         	  244702	      5718 ns/op	    2300 B/op	      29 allocs/op
 BenchmarkGeneratedHandler/first-2            	   86530	     14818.5 ns/op	    5788 B/op	      86 allocs/op
 BenchmarkGeneratedHandler/phased-first       	   43058	     51956 ns/op	    7775 B/op	     134 allocs/op
+BenchmarkGeneratedHandler/replay/decode-2    	 1288206	       914.4 ns/op	     976 B/op	       9 allocs/op
 PASS
 `
 	got := parseGoBench(out)
@@ -71,6 +72,7 @@ PASS
 		{Name: "baseline", NsPerOp: 5718, BytesPerOp: 2300, AllocsPerOp: 29},
 		{Name: "first", NsPerOp: 14818.5, BytesPerOp: 5788, AllocsPerOp: 86},
 		{Name: "phased-first", NsPerOp: 51956, BytesPerOp: 7775, AllocsPerOp: 134},
+		{Name: "replay/decode", NsPerOp: 914.4, BytesPerOp: 976, AllocsPerOp: 9},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v", got)
@@ -84,6 +86,9 @@ PASS
 	writeGoBench(&b, got)
 	if !strings.Contains(b.String(), "+57 allocs") {
 		t.Errorf("no difference to the baseline in\n%s", b.String())
+	}
+	if !strings.Contains(b.String(), "part of replay") || strings.Contains(b.String(), "-4804 ns") {
+		t.Errorf("the part of a case is compared with the baseline in\n%s", b.String())
 	}
 }
 
