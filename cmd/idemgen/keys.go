@@ -53,7 +53,9 @@ A service whose store has a Redis replay filter (pgstore's ReplayCache)
 answers replays from Redis too: forget it there with -redis-url (and
 -redis-prefix, when the service sets its own), which puts a tombstone in
 place of the key's entry. Without it the filter may go on replaying the
-forgotten response until the entry's TTL, at most the key's, runs out.
+forgotten response until the entry's TTL, at most the key's, runs out;
+running forget again with -redis-url then removes the entry, though the
+key is gone from PostgreSQL already.
 
 A key a live attempt holds is not forgotten without -force. With -force, a
 phased attempt is fenced off: its later phases fail with lease lost (a phase
@@ -233,6 +235,11 @@ func runKeys(sub string, o keysOptions, stdout, stderr io.Writer) int {
 	if err != nil {
 		return keyError(stderr, cmd, id, o, err, k)
 	}
+	if o.redisURL == "" && k.Status == pgstore.StatusCompleted && k.ExpiresAt.After(k.Now) {
+		fmt.Fprintf(stderr, "idemgen %s: a service with a Redis replay filter may go on replaying the key until %s; "+
+			"to remove its entry there, run this again with -redis-url (and -redis-prefix, if the service sets one)\n",
+			cmd, k.ExpiresAt.UTC().Format(time.RFC3339))
+	}
 	if o.json {
 		return printJSON(stdout, stderr, cmd, forgottenJSON(k, o.force))
 	}
@@ -304,6 +311,12 @@ func keyError(stderr io.Writer, cmd string, id idem.ID, o keysOptions, err error
 			hint = "; without -scope, the key is looked for in the empty scope"
 		}
 		fmt.Fprintf(stderr, "idemgen %s: no key %s%s; 'idemgen keys list -operation %s' lists its keys\n", cmd, name, hint, escape(id.Operation))
+		switch {
+		case o.redisURL != "" && errors.Is(err, pgstore.ErrFilterForget):
+			fmt.Fprintf(stderr, "idemgen %s: its entry in the replay filter, if it has one, was not removed: %v\n", cmd, err)
+		case o.redisURL != "":
+			fmt.Fprintf(stderr, "idemgen %s: its entry in the replay filter, if it had one, was removed: the service no longer replays the key from Redis\n", cmd)
+		}
 	case errors.Is(err, pgstore.ErrKeyHeld) && !fenceable(k):
 		fmt.Fprintf(stderr, "idemgen %s: key %s is held by a running atomic attempt, which commits its response or rolls back on its own, within its lease; "+
 			"-force cannot fence it off: wait for it, then forget the key\n", cmd, name)

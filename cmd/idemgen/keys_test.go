@@ -371,11 +371,16 @@ func TestKeysForgetRedis(t *testing.T) {
 	url, pool := keyStore(t)
 	t.Setenv("DATABASE_URL", url)
 	srv := redistest.Start(t)
-	cache, err := redisfilter.New(srv.Client(t), redisfilter.Options{Prefix: "svc:", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
+	// newEngine is a service's engine with the filter; a fresh one has no
+	// backoff from Redis's failures.
+	newEngine := func() *idem.Engine[pgx.Tx] {
+		cache, err := redisfilter.New(srv.Client(t), redisfilter.Options{Prefix: "svc:", Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return idem.NewEngine(pgstore.New(pool, pgstore.Options{ReplayCache: cache, Logger: slog.New(slog.DiscardHandler)}), idem.Options{Logger: slog.New(slog.DiscardHandler)})
 	}
-	engine := idem.NewEngine(pgstore.New(pool, pgstore.Options{ReplayCache: cache, Logger: slog.New(slog.DiscardHandler)}), idem.Options{Logger: slog.New(slog.DiscardHandler)})
+	engine := newEngine()
 	op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Minute}
 	runs := 0
 	serve := func() *idem.Response {
@@ -421,5 +426,29 @@ func TestKeysForgetRedis(t *testing.T) {
 	}
 	if v, err := srv.Client(t).Get(ctx, slot).Result(); err != nil || v == "stale" {
 		t.Fatalf("after forget, k1's slot holds %q (%v), want the tombstone", v, err)
+	}
+
+	// Forgotten without -redis-url: the command says the filter may go on
+	// replaying the key, and it does; run again with -redis-url, it finds
+	// no row, drops the entry, and the next use runs anew.
+	engine = newEngine()
+	serve()
+	if err := srv.Client(t).Del(ctx, slot).Err(); err != nil {
+		t.Fatal(err)
+	}
+	serve() // fills
+	code, _, stderr = idemgen(t, args[:6]...)
+	if code != 0 || !strings.Contains(stderr, "may go on replaying the key until") || !strings.Contains(stderr, "-redis-url") {
+		t.Fatalf("keys forget without -redis-url: exit %d\n%s", code, stderr)
+	}
+	if resp := serve(); !resp.Replayed || runs != 2 {
+		t.Fatalf("forgotten without -redis-url: replayed %v, runs %d; want the filter's replay", resp.Replayed, runs)
+	}
+	code, _, stderr = idemgen(t, args...)
+	if code != 1 || !strings.Contains(stderr, "no key") || !strings.Contains(stderr, "was removed") {
+		t.Fatalf("keys forget -redis-url of a forgotten key: exit %d\n%s", code, stderr)
+	}
+	if resp := serve(); resp.Replayed || runs != 3 {
+		t.Fatalf("after the entry was dropped: replayed %v, runs %d; want a first execution", resp.Replayed, runs)
 	}
 }

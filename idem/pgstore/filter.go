@@ -154,6 +154,15 @@ func (f *filter) forget(ctx context.Context, id idem.ID, ttlLeft time.Duration) 
 	return nil
 }
 
+// drop replaces id's entry, if any, with a tombstone that expires within
+// a second: for a key that has no row, whose entry nothing can put back.
+func (f *filter) drop(ctx context.Context, id idem.ID) error {
+	if err := f.cache.Set(ctx, FilterKey(id), tombstoneValue, filterMargin); err != nil {
+		return fmt.Errorf("%w: %w", ErrFilterForget, err)
+	}
+	return nil
+}
+
 // FilterKey is where the replay filter keeps id's entry, after the
 // cache's own prefix: a hash of its identity, so that keys, which clients
 // may treat as secrets, are not stored in clear.

@@ -288,7 +288,9 @@ func (s *Store) ShowKey(ctx context.Context, id idem.ID, opts ShowOptions) (KeyD
 // ForgetOptions.Force). The key's advisory lock is taken for the forget's
 // transaction, so a claim cannot interleave with it. A lookup of the key
 // at that very moment reads as held too: run it again. A key the store
-// does not know returns an error matching ErrKeyNotFound.
+// does not know returns an error matching ErrKeyNotFound; with a replay
+// filter, its entry there, if any, is dropped all the same, so that a key
+// forgotten through a store without the filter stops being replayed.
 func (s *Store) ForgetKey(ctx context.Context, id idem.ID, opts ForgetOptions) (KeyInfo, error) {
 	log := opts.Logger
 	if log == nil {
@@ -301,11 +303,19 @@ func (s *Store) ForgetKey(ctx context.Context, id idem.ID, opts ForgetOptions) (
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	k, action, err := forget(ctx, s.q.WithTx(tx), id, opts.Force)
-	if err == nil && s.filter != nil {
+	switch {
+	case err == nil && s.filter != nil:
 		// Before the commit, so that a replay that read the row before it
 		// is forgotten cannot put its entry back, and a filter that fails
 		// leaves the key as it was.
 		err = s.filter.forget(ctx, id, k.ExpiresAt.Sub(k.Now))
+	case errors.Is(err, ErrKeyNotFound) && s.filter != nil:
+		// The row may have been forgotten by a store without the filter,
+		// whose entry would go on replaying it: drop that entry. With no
+		// row, nothing can put it back.
+		if ferr := s.filter.drop(ctx, id); ferr != nil {
+			err = fmt.Errorf("%w; %w", err, ferr)
+		}
 	}
 	if err == nil && action != "none" {
 		err = commit(ctx, tx, "forget key "+hash)

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/idem"
@@ -29,6 +31,7 @@ type filtered struct {
 	t      *testing.T
 	rdb    *redis.Client
 	prefix string
+	pool   *pgxpool.Pool
 	store  *pgstore.Store
 	engine *idem.Engine[pgx.Tx]
 	trace  *statements
@@ -42,6 +45,7 @@ func newFiltered(t *testing.T, rdb *redis.Client, prefix string, opts redisfilte
 	f := &filtered{t: t, rdb: rdb, prefix: prefix, trace: &statements{}, seen: &outcomes{},
 		op: &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Minute, ScopeHeader: "X-Account"}}
 	pool := newPool(t, f.trace)
+	f.pool = pool
 	opts.Prefix = prefix
 	cache, err := redisfilter.New(rdb, opts)
 	if err != nil {
@@ -235,6 +239,47 @@ func TestRedisNeverDecides(t *testing.T) {
 	want("replay after forget", "k2", "fp", idem.OutcomeReplay, again)
 	if v, err := rdb.Get(ctx, slot2).Bytes(); err != nil || bytes.Contains(v, []byte(`"run"`)) {
 		t.Fatalf("after forget, k2's slot holds %q (%v), want the tombstone", v, err)
+	}
+}
+
+// TestForgetWithoutFilterThenWithIt: a key forgotten through a store
+// without the filter (keys forget without -redis-url) is still replayed
+// from Redis; forgetting it again through the filter's store finds no row
+// but drops the entry, and the next use runs anew.
+func TestForgetWithoutFilterThenWithIt(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := redistest.Client(t)
+	f := newFiltered(t, rdb, prefix, redisfilter.Options{})
+	id := idem.ID{Scope: "a", Operation: "createOrder", Key: "k1"}
+	first, _ := f.serve("a", "k1", "fp")
+	f.serve("a", "k1", "fp") // fills
+	if len(f.entries()) != 1 {
+		t.Fatalf("entries %v, want k1's", f.entries())
+	}
+
+	if _, err := pgstore.New(f.pool, pgstore.Options{}).ForgetKey(ctx, id, pgstore.ForgetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, end := f.serve("a", "k1", "fp"); end.Filter != idem.FilterHit || !sameResponse(got, first) || f.runs.Load() != 1 {
+		t.Fatalf("forgotten without the filter: filter %s, runs %d; want the entry still replayed", end.Filter, f.runs.Load())
+	}
+
+	if _, err := f.store.ForgetKey(ctx, id, pgstore.ForgetOptions{}); !errors.Is(err, pgstore.ErrKeyNotFound) || errors.Is(err, pgstore.ErrFilterForget) {
+		t.Fatalf("forget again with the filter: %v; want only ErrKeyNotFound", err)
+	}
+	again, end := f.serve("a", "k1", "fp")
+	if end.Outcome != idem.OutcomeFirst || end.Filter == idem.FilterHit || f.runs.Load() != 2 || sameResponse(again, first) {
+		t.Fatalf("after the second forget: outcome %s, filter %s, runs %d; want a first execution", end.Outcome, end.Filter, f.runs.Load())
+	}
+	if got, end := f.serve("a", "k1", "fp"); end.Outcome != idem.OutcomeReplay || !sameResponse(got, again) {
+		t.Fatalf("the new run's replay: outcome %s, body %s", end.Outcome, got.Body)
+	}
+
+	// With Redis unreachable, the not-found error says the entry stayed.
+	down := newFiltered(t, redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1}), prefix, redisfilter.Options{})
+	_, err := down.store.ForgetKey(ctx, idem.ID{Operation: "createOrder", Key: "never"}, pgstore.ForgetOptions{})
+	if !errors.Is(err, pgstore.ErrKeyNotFound) || !errors.Is(err, pgstore.ErrFilterForget) {
+		t.Fatalf("forget with Redis down: %v; want ErrKeyNotFound and ErrFilterForget", err)
 	}
 }
 
