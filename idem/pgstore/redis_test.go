@@ -283,6 +283,82 @@ func TestForgetWithoutFilterThenWithIt(t *testing.T) {
 	}
 }
 
+// TestRedisFilterReplaysPhased: a phased operation's key is 409 from
+// PostgreSQL while its attempt runs, whatever the filter holds; once
+// completed, its replays fill the filter and are answered from it, and
+// another request under the key is PostgreSQL's 422. No phase runs again.
+func TestRedisFilterReplaysPhased(t *testing.T) {
+	rdb, prefix := redistest.Client(t)
+	f := newFiltered(t, rdb, prefix, redisfilter.Options{})
+	op := &idem.Operation{Name: "createPayment", TTL: time.Hour, Lease: time.Minute, RecoveryPoints: []string{"charged"}, ScopeHeader: "X-Account"}
+	var phases atomic.Int64
+	inPhase, release := make(chan struct{}), make(chan struct{})
+	serve := func(fp string, hold bool) (*idem.Response, idem.TraceRequestEndData) {
+		r := httptest.NewRequest("POST", "/payments", nil)
+		r.Header.Set(idem.HeaderKey, "p1")
+		r.Header.Set("X-Account", "a")
+		var end idem.TraceRequestEndData
+		ctx := idem.WithRequest(context.WithValue(context.Background(), endKey{}, &end), r)
+		resp, err := f.engine.ServePhased(ctx, op, []byte(fp), func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (string, idem.Writer, error) {
+			phases.Add(1)
+			if at.RecoveryPoint() == "" {
+				if hold {
+					close(inPhase)
+					<-release
+				}
+				return "charged", nil, nil
+			}
+			return "", func(w http.ResponseWriter) error {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(201)
+				_, err := fmt.Fprintf(w, `{"payment":"p1","phases":%d}`, phases.Load())
+				return err
+			}, nil
+		})
+		if err != nil {
+			t.Errorf("serve p1: %v", err)
+		}
+		return resp, end
+	}
+
+	type answer struct {
+		resp *idem.Response
+		end  idem.TraceRequestEndData
+	}
+	firstDone := make(chan answer, 1)
+	go func() {
+		resp, end := serve("fp", true)
+		firstDone <- answer{resp, end}
+	}()
+	<-inPhase
+	if _, end := serve("fp", false); end.Outcome != idem.OutcomeConflict || end.Filter == idem.FilterHit {
+		t.Errorf("while the attempt runs: outcome %s, filter %s; want PostgreSQL's 409", end.Outcome, end.Filter)
+	}
+	close(release)
+	first := <-firstDone
+	if first.end.Outcome != idem.OutcomeFirst || first.resp.Status != 201 || phases.Load() != 2 {
+		t.Fatalf("first: outcome %s, status %d, phases %d", first.end.Outcome, first.resp.Status, phases.Load())
+	}
+
+	if got, end := serve("fp", false); end.Outcome != idem.OutcomeReplay || end.Filter != idem.FilterMiss || !bytes.Equal(got.Body, first.resp.Body) {
+		t.Fatalf("first replay: outcome %s, filter %s, body %s; want PostgreSQL's replay", end.Outcome, end.Filter, got.Body)
+	}
+	f.trace.take()
+	got, end := serve("fp", false)
+	if end.Outcome != idem.OutcomeReplay || end.Filter != idem.FilterHit || !bytes.Equal(got.Body, first.resp.Body) || got.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("second replay: outcome %s, filter %s, body %s; want the filter's replay of the first response", end.Outcome, end.Filter, got.Body)
+	}
+	if sent := f.trace.take(); len(sent) != 0 {
+		t.Errorf("a replay from the filter sent %v to PostgreSQL", sent)
+	}
+	if _, end := serve("other", false); end.Outcome != idem.OutcomeMismatch || end.Filter == idem.FilterHit {
+		t.Errorf("another request: outcome %s, filter %s; want PostgreSQL's 422", end.Outcome, end.Filter)
+	}
+	if phases.Load() != 2 {
+		t.Errorf("%d phases ran, want the first attempt's 2", phases.Load())
+	}
+}
+
 // TestRedisDownFallsBack: with Redis killed mid-run, then paused (a
 // server that stops answering), every request is answered as PostgreSQL
 // decides, without an error, and each handler runs once.
