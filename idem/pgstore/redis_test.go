@@ -359,6 +359,61 @@ func TestRedisFilterReplaysPhased(t *testing.T) {
 	}
 }
 
+// TestRedisFilterSkipsLargeResponses: a response larger than the
+// filter's MaxEntryBytes is never put in Redis, and its replays are
+// PostgreSQL's; a smaller one is answered from Redis. The zero value's
+// bound (64 KiB) holds too.
+func TestRedisFilterSkipsLargeResponses(t *testing.T) {
+	rdb, prefix := redistest.Client(t)
+	for _, tc := range []struct {
+		name      string
+		max, size int
+		filled    bool
+	}{
+		{"small, bound 4096", 4096, 1000, true},
+		{"large, bound 4096", 4096, 5000, false},
+		{"small, default bound", 0, 60 << 10, true},
+		{"large, default bound", 0, 70 << 10, false},
+		{"large, no bound", -1, 70 << 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFiltered(t, rdb, prefix, redisfilter.Options{MaxEntryBytes: tc.max})
+			body := bytes.Repeat([]byte("x"), tc.size)
+			runs := 0
+			serve := func() (*idem.Response, idem.TraceRequestEndData) {
+				t.Helper()
+				r := httptest.NewRequest("POST", "/exports", nil)
+				r.Header.Set(idem.HeaderKey, "e1")
+				r.Header.Set("X-Account", "a")
+				var end idem.TraceRequestEndData
+				ctx := idem.WithRequest(context.WithValue(context.Background(), endKey{}, &end), r)
+				resp, err := f.engine.Serve(ctx, f.op, []byte("fp"), func(context.Context, *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+					runs++
+					return func(w http.ResponseWriter) error { _, err := w.Write(body); return err }, nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return resp, end
+			}
+			serve()
+			for i := range 3 {
+				resp, end := serve()
+				wantFilter := idem.FilterMiss
+				if tc.filled && i > 0 {
+					wantFilter = idem.FilterHit
+				}
+				if end.Outcome != idem.OutcomeReplay || end.Filter != wantFilter || !bytes.Equal(resp.Body, body) || runs != 1 {
+					t.Fatalf("replay %d: outcome %s, filter %s (want %s), %d bytes, runs %d", i, end.Outcome, end.Filter, wantFilter, len(resp.Body), runs)
+				}
+			}
+			if n := len(f.entries()); n != map[bool]int{true: 1, false: 0}[tc.filled] {
+				t.Errorf("%d entries in Redis, filled %v", n, tc.filled)
+			}
+		})
+	}
+}
+
 // TestRedisDownFallsBack: with Redis killed mid-run, then paused (a
 // server that stops answering), every request is answered as PostgreSQL
 // decides, without an error, and each handler runs once.

@@ -40,7 +40,15 @@ type Options struct {
 	// Logger is told when Redis fails and when it answers again; nil uses
 	// slog.Default().
 	Logger *slog.Logger
+	// MaxEntryBytes bounds the entries the filter adds, each a response
+	// with its headers: a larger one is not added, and its replays read
+	// PostgreSQL, so that no value is too large to move within Timeout
+	// or crowds Redis's memory. 64 KiB when zero; negative, no bound.
+	MaxEntryBytes int
 }
+
+// DefaultMaxEntryBytes is Options.MaxEntryBytes when zero.
+const DefaultMaxEntryBytes = 64 << 10
 
 // ErrUnavailable is returned, wrapped, by every call that Redis did not
 // answer in time, or that the filter did not send while it backs off.
@@ -56,6 +64,7 @@ type Filter struct {
 	prefix  string
 	timeout time.Duration
 	backoff time.Duration
+	max     int // 0: no bound
 	log     *slog.Logger
 	// until is when the filter may call Redis again after a failure, in
 	// UnixNano; 0 while Redis answers.
@@ -89,6 +98,12 @@ func New(rdb redis.UniversalClient, opts Options) (*Filter, error) {
 	if f.log == nil {
 		f.log = slog.Default()
 	}
+	switch {
+	case opts.MaxEntryBytes == 0:
+		f.max = DefaultMaxEntryBytes
+	case opts.MaxEntryBytes > 0:
+		f.max = opts.MaxEntryBytes
+	}
 	return f, nil
 }
 
@@ -106,8 +121,12 @@ func (f *Filter) Get(ctx context.Context, key string) ([]byte, error) {
 	return v, f.answered(c, err)
 }
 
-// Add stores value under key for ttl, unless key holds a value.
+// Add stores value under key for ttl, unless key holds a value or value
+// is larger than Options.MaxEntryBytes.
 func (f *Filter) Add(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if f.max > 0 && len(value) > f.max {
+		return nil
+	}
 	c, cancel, err := f.call(ctx)
 	if err != nil {
 		return err
