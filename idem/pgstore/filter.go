@@ -154,10 +154,15 @@ func (f *filter) forget(ctx context.Context, id idem.ID, ttlLeft time.Duration) 
 	return nil
 }
 
-// drop replaces id's entry, if any, with a tombstone that expires within
-// a second: for a key that has no row, whose entry nothing can put back.
+// dropTombstone is how long drop's tombstone lasts: longer than a replay
+// that read the forgotten row could take to fill its entry, short enough
+// that the key's next use soon replays from the filter again.
+const dropTombstone = time.Minute
+
+// drop replaces id's entry, if any, with a tombstone, for a key that has
+// no row.
 func (f *filter) drop(ctx context.Context, id idem.ID) error {
-	if err := f.cache.Set(ctx, FilterKey(id), tombstoneValue, filterMargin); err != nil {
+	if err := f.cache.Set(ctx, FilterKey(id), tombstoneValue, dropTombstone); err != nil {
 		return fmt.Errorf("%w: %w", ErrFilterForget, err)
 	}
 	return nil

@@ -311,8 +311,7 @@ func (s *Store) ForgetKey(ctx context.Context, id idem.ID, opts ForgetOptions) (
 		err = s.filter.forget(ctx, id, k.ExpiresAt.Sub(k.Now))
 	case errors.Is(err, ErrKeyNotFound) && s.filter != nil:
 		// The row may have been forgotten by a store without the filter,
-		// whose entry would go on replaying it: drop that entry. With no
-		// row, nothing can put it back.
+		// whose entry would go on replaying it: drop that entry.
 		if ferr := s.filter.drop(ctx, id); ferr != nil {
 			err = fmt.Errorf("%w; %w", err, ferr)
 		}
