@@ -213,6 +213,13 @@ func (g *Gate) Pass(w http.ResponseWriter, r *http.Request) bool {
 	if !checkContentType(w, r, g, g.Accept) {
 		return false
 	}
+	if r.Body == nil || r.Body == http.NoBody {
+		// Nothing to bound; the gate rides on an empty body all the same,
+		// so that ErrorHandlers can tell the operation of a request whose
+		// parameters then fail to bind.
+		r.Body = &boundedBody{ReadCloser: http.NoBody, gate: g}
+		return true
+	}
 	if g.streams(r) {
 		return boundStream(w, r, g.Limit, g)
 	}

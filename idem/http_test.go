@@ -280,3 +280,53 @@ func TestEndBodyReleasesTheBuffer(t *testing.T) {
 type failingReader struct{}
 
 func (failingReader) Read([]byte) (int, error) { return 0, errors.New("connection reset") }
+
+// endTracer keeps the ends of the requests it is told of.
+type endTracer struct{ ends []idem.TraceRequestEndData }
+
+func (e *endTracer) TraceRequestStart(ctx context.Context, _ idem.TraceRequestStartData) context.Context {
+	return ctx
+}
+func (e *endTracer) TraceRequestEnd(_ context.Context, d idem.TraceRequestEndData) {
+	e.ends = append(e.ends, d)
+}
+
+// TestGateTellsRequestErrors: a request the gate let through whose
+// parameters or body then fail to bind is told to the gate's tracer as a
+// 400 of its operation, with a body or without one.
+func TestGateTellsRequestErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body io.Reader
+		gate idem.Gate
+	}{
+		{"no body, an operation that takes none", nil, idem.Gate{Operation: "cancelOrder"}},
+		{"no body, an operation that takes JSON", nil, idem.Gate{Operation: "createOrder", Accept: []string{"application/json"}, JSON: []string{"application/json"}}},
+		{"a JSON body", strings.NewReader(`{"a":1}`), idem.Gate{Operation: "createOrder", Accept: []string{"application/json"}, JSON: []string{"application/json"}}},
+		{"a form body", strings.NewReader(`a=1`), idem.Gate{Operation: "createForm", Accept: []string{"application/x-www-form-urlencoded"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tracer := &endTracer{}
+			g := tc.gate
+			g.Tracer = tracer
+			r := httptest.NewRequest(http.MethodPost, "/orders/x?limit=ten", tc.body)
+			if tc.body != nil {
+				r.Header.Set("Content-Type", g.Accept[0])
+			}
+			w := httptest.NewRecorder()
+			if !g.Pass(w, r) {
+				t.Fatalf("the gate refused: %d %s", w.Code, w.Body)
+			}
+			(idem.ErrorHandlers{}).RequestError(w, r, errors.New("invalid format for parameter limit"))
+			if w.Code != http.StatusBadRequest {
+				t.Fatalf("RequestError answered %d", w.Code)
+			}
+			if len(tracer.ends) != 1 || tracer.ends[0].Operation != g.Operation || tracer.ends[0].Outcome != idem.OutcomeInvalidRequest || tracer.ends[0].Status != 400 {
+				t.Fatalf("the tracer was told %+v; want one 400 invalid_request of %s", tracer.ends, g.Operation)
+			}
+			if data, err := io.ReadAll(r.Body); err != nil || (tc.body == nil && len(data) != 0) {
+				t.Errorf("the body reads %q, %v", data, err)
+			}
+		})
+	}
+}

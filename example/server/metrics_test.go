@@ -21,8 +21,9 @@ import (
 )
 
 // The example serves its metrics at /metrics, through OpenTelemetry's
-// Prometheus exporter: after a first call, its replay, a 422, a 400 and a
-// 409, each is counted by operation and outcome.
+// Prometheus exporter: after a first call, its replay, a 422, a 400
+// without a key and one without a body, and a 409, each is counted by
+// operation and outcome.
 func TestExampleServesMetrics(t *testing.T) {
 	// A payment provider that holds the first charge until told, so that
 	// a duplicate payment arrives while the first holds its key.
@@ -79,7 +80,7 @@ func TestExampleServesMetrics(t *testing.T) {
 	for i, want := range []struct {
 		key, body string
 		status    int
-	}{{"k1", order, 201}, {"k1", order, 201}, {"k1", `{"amount_cents": 9, "currency": "EUR", "customer_id": "cus_1"}`, 422}, {"", order, 400}} {
+	}{{"k1", order, 201}, {"k1", order, 201}, {"k1", `{"amount_cents": 9, "currency": "EUR", "customer_id": "cus_1"}`, 422}, {"", order, 400}, {"k2", "", 400}} {
 		if got, b := send("/orders", want.key, want.body); got != want.status {
 			t.Fatalf("call %d: %d %s, want %d", i, got, b, want.status)
 		}
@@ -117,7 +118,8 @@ func TestExampleServesMetrics(t *testing.T) {
 	got := requestCounts(t, string(text))
 	want := map[string]int{
 		"createOrder first 201": 1, "createOrder replay 201": 2, "createOrder mismatch 422": 1,
-		"createOrder missing_key 400": 1, "createPayment first 201": 1, "createPayment conflict 409": 1,
+		"createOrder missing_key 400": 1, "createOrder invalid_request 400": 1, // the request without a body
+		"createPayment first 201": 1, "createPayment conflict 409": 1,
 	}
 	for k, n := range want {
 		if got[k] != n {
