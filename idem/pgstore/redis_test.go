@@ -47,6 +47,12 @@ func newFiltered(t *testing.T, rdb *redis.Client, prefix string, opts redisfilte
 	pool := newPool(t, f.trace)
 	f.pool = pool
 	opts.Prefix = prefix
+	if opts.Timeout == 0 {
+		// The tests count fills and hits, which a call that times out on
+		// a loaded machine would lose; the ones about a slow Redis set
+		// their own.
+		opts.Timeout = 10 * time.Second
+	}
 	cache, err := redisfilter.New(rdb, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -515,7 +521,7 @@ func TestConformanceWithReplayFilter(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness[pgx.Tx] {
 		pool := newPool(t, nil)
 		own := prefix + t.Name() + ":"
-		cache, err := redisfilter.New(rdb, redisfilter.Options{Prefix: own})
+		cache, err := redisfilter.New(rdb, redisfilter.Options{Prefix: own, Timeout: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
