@@ -45,6 +45,7 @@ func (s *Store) LookupClaim(ctx context.Context, id idem.ID, c idem.Claim) (idem
 	}
 	params := lookupParams(id, true, c.Lease)
 	lock := params.LockID
+	sent := s.filterClock()
 	row, err := dbsqlc.New(conn.conn).LookupKey(ctx, params)
 	if err != nil {
 		// The statement may have taken the lock before it failed.
@@ -53,7 +54,7 @@ func (s *Store) LookupClaim(ctx context.Context, id idem.ID, c idem.Claim) (idem
 	}
 	if !row.Claimed {
 		conn.release()
-		rec, err := s.record(ctx, id, row)
+		rec, err := s.record(ctx, id, row, sent)
 		return rec, nil, err
 	}
 	t := &claimed{

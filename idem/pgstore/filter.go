@@ -9,7 +9,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +39,10 @@ type ReplayCache interface {
 //   - An entry is written only from a completed row that PostgreSQL
 //     returned to a lookup, with that row's fingerprint and response, for
 //     no longer than the row's TTL has left, less a margin: it expires
-//     before PostgreSQL would start the key's next generation.
+//     before PostgreSQL would start the key's next generation. It also
+//     carries that instant, counted from when the lookup was sent, and is
+//     a miss after it, so that a write the cache took late (a process
+//     paused between the read and the write) cannot outlive the row.
 //   - It is found by the key's full identity (scope, operation, key) and
 //     answers only a request with the same fingerprint: any other goes to
 //     PostgreSQL, which decides the 422.
@@ -50,13 +55,13 @@ type ReplayCache interface {
 //     put its response back.
 
 // filterMargin is taken off the TTL an entry gets, so that it is gone
-// before its row expires, whatever happened between the row's read and
-// the cache's write.
+// before its row expires, with room for the clocks of the servers that
+// share the cache to differ.
 const filterMargin = time.Second
 
 // The entries' formats: a tombstone, or a response after its MAC.
 var (
-	entryMagic     = []byte("idemgen-replay-1\n")
+	entryMagic     = []byte("idemgen-replay-2\n")
 	tombstoneValue = []byte("idemgen-forgotten\n")
 )
 
@@ -89,7 +94,7 @@ func (f *filter) replay(ctx context.Context, id idem.ID, fingerprint []byte) (*i
 	if err != nil {
 		return nil, idem.FilterFailed
 	}
-	resp, ok := openEntry(mac, value, id, fingerprint)
+	resp, ok := openEntry(mac, value, id, fingerprint, time.Now())
 	if !ok {
 		return nil, idem.FilterMiss
 	}
@@ -119,11 +124,13 @@ func (f *filter) macKey(ctx context.Context) ([]byte, error) {
 }
 
 // fill adds the completed row that a lookup read, as rec, to the cache,
-// unless its TTL is nearly over. ttlLeft is what the row had left when it
-// was read, at read. A cache that fails is left alone: the next replay
-// reads PostgreSQL again.
-func (f *filter) fill(ctx context.Context, id idem.ID, rec idem.Record, ttlLeft time.Duration, read time.Time) {
-	ttl := ttlLeft - time.Since(read) - filterMargin
+// unless its TTL is nearly over. ttlLeft is what the row had left when
+// PostgreSQL read it, after sent, when the lookup was sent: the row
+// expires no sooner than sent+ttlLeft by this server's clock. A cache that
+// fails is left alone: the next replay reads PostgreSQL again.
+func (f *filter) fill(ctx context.Context, id idem.ID, rec idem.Record, ttlLeft time.Duration, sent time.Time) {
+	notAfter := sent.Add(ttlLeft - filterMargin)
+	ttl := time.Until(notAfter)
 	if ttl <= 0 || rec.Response == nil || rec.Expired {
 		return
 	}
@@ -131,7 +138,7 @@ func (f *filter) fill(ctx context.Context, id idem.ID, rec idem.Record, ttlLeft 
 	if err != nil {
 		return
 	}
-	value, err := sealEntry(mac, id, rec.Fingerprint, rec.Response)
+	value, err := sealEntry(mac, id, rec.Fingerprint, rec.Response, notAfter)
 	if err != nil {
 		return
 	}
@@ -190,17 +197,21 @@ func identityHash(id idem.ID) [sha256.Size]byte {
 	return sum
 }
 
-// sealEntry encodes a response for id and fingerprint, signed with mac:
-// the identity's hash, the fingerprint, the status, the header and the
-// body, each length-prefixed, after the MAC.
-func sealEntry(mac []byte, id idem.ID, fingerprint []byte, r *idem.Response) ([]byte, error) {
+// sealEntry encodes a response for id and fingerprint, good until
+// notAfter, signed with mac: the identity's hash, notAfter in Unix
+// milliseconds, the fingerprint, the status, the header and the body,
+// each length-prefixed, after the MAC.
+func sealEntry(mac []byte, id idem.ID, fingerprint []byte, r *idem.Response, notAfter time.Time) ([]byte, error) {
 	identity := identityHash(id)
-	payload := make([]byte, 0, 64+len(fingerprint)+len(r.Body)+64*len(r.Header))
+	payload := make([]byte, 0, 80+len(fingerprint)+len(r.Body)+64*len(r.Header))
 	payload = append(payload, identity[:]...)
+	payload = binary.AppendUvarint(payload, uint64(max(notAfter.UnixMilli(), 0)))
 	payload = appendBytes(payload, fingerprint)
 	payload = binary.AppendUvarint(payload, uint64(r.Status))
 	payload = binary.AppendUvarint(payload, uint64(len(r.Header)))
-	for name, values := range r.Header {
+	// In order, so that one response always seals to the same entry.
+	for _, name := range slices.Sorted(maps.Keys(r.Header)) {
+		values := r.Header[name]
 		payload = appendBytes(payload, []byte(name))
 		payload = binary.AppendUvarint(payload, uint64(len(values)))
 		for _, v := range values {
@@ -249,9 +260,9 @@ func (r *reader) bytes() []byte {
 }
 
 // openEntry returns the response in value when it is an entry signed
-// with mac, for id and fingerprint; anything else, a tombstone included,
-// is not.
-func openEntry(mac, value []byte, id idem.ID, fingerprint []byte) (*idem.Response, bool) {
+// with mac, for id and fingerprint, still good at now; anything else, a
+// tombstone included, is not.
+func openEntry(mac, value []byte, id idem.ID, fingerprint []byte, now time.Time) (*idem.Response, bool) {
 	rest, ok := bytes.CutPrefix(value, entryMagic)
 	if !ok || len(rest) < 2*sha256.Size {
 		return nil, false
@@ -267,6 +278,9 @@ func openEntry(mac, value []byte, id idem.ID, fingerprint []byte) (*idem.Respons
 		return nil, false
 	}
 	r := &reader{b: payload[sha256.Size:], ok: true}
+	if notAfter := r.uvarint(); !r.ok || uint64(now.UnixMilli()) >= notAfter {
+		return nil, false
+	}
 	if !bytes.Equal(r.bytes(), fingerprint) || !r.ok {
 		return nil, false
 	}

@@ -2,8 +2,10 @@ package pgstore
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/idemgen/idemgen/idem"
 )
@@ -14,11 +16,19 @@ func FuzzOpenEntry(f *testing.F) {
 	mac := []byte("0123456789abcdef0123456789abcdef")
 	id := idem.ID{Scope: "acme", Operation: "createOrder", Key: "k1"}
 	resp := &idem.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}, "Vary": {"A", "B"}}, Body: []byte(`{"id":1}`)}
-	sealed, err := sealEntry(mac, id, []byte("fp"), resp)
+	// Fixed instants: every fuzzing process must seal the same entry.
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	sealed, err := sealEntry(mac, id, []byte("fp"), resp, now.Add(time.Hour))
 	if err != nil {
 		f.Fatal(err)
 	}
-	got, ok := openEntry(mac, sealed, id, []byte("fp"))
+	for range 10 {
+		again, err := sealEntry(mac, id, []byte("fp"), resp, now.Add(time.Hour))
+		if err != nil || !bytes.Equal(again, sealed) {
+			f.Fatalf("one response sealed to two entries: %v", err)
+		}
+	}
+	got, ok := openEntry(mac, sealed, id, []byte("fp"), now)
 	if !ok || got.Status != 201 || !bytes.Equal(got.Body, resp.Body) || got.Header.Get("Content-Type") != "application/json" || len(got.Header["Vary"]) != 2 {
 		f.Fatalf("round trip: %+v, %v", got, ok)
 	}
@@ -26,7 +36,7 @@ func FuzzOpenEntry(f *testing.F) {
 		id idem.ID
 		fp string
 	}{{idem.ID{Scope: "other", Operation: "createOrder", Key: "k1"}, "fp"}, {id, "fp2"}} {
-		if _, ok := openEntry(mac, sealed, other.id, []byte(other.fp)); ok {
+		if _, ok := openEntry(mac, sealed, other.id, []byte(other.fp), now); ok {
 			f.Fatalf("the entry opened for %v %q", other.id, other.fp)
 		}
 	}
@@ -41,9 +51,91 @@ func FuzzOpenEntry(f *testing.F) {
 		changed := bytes.Clone(value)
 		at = (at%len(changed) + len(changed)) % len(changed)
 		changed[at] ^= b | 1
-		if _, ok := openEntry(mac, changed, id, []byte("fp")); ok && !bytes.Equal(changed, sealed) {
+		if _, ok := openEntry(mac, changed, id, []byte("fp"), now); ok && !bytes.Equal(changed, sealed) {
 			t.Fatalf("a changed entry opened: byte %d", at)
 		}
-		_, _ = openEntry(mac, value[:at], id, []byte("fp"))
+		_, _ = openEntry(mac, value[:at], id, []byte("fp"), now)
 	})
+}
+
+// An entry answers until the instant it carries and not from then on,
+// whatever TTL the cache gave it.
+func TestEntryNotAfter(t *testing.T) {
+	mac := []byte("0123456789abcdef0123456789abcdef")
+	id := idem.ID{Scope: "acme", Operation: "createOrder", Key: "k1"}
+	resp := &idem.Response{Status: 201, Body: []byte(`{"id":1}`)}
+	notAfter := time.Now().Add(time.Minute)
+	sealed, err := sealEntry(mac, id, []byte("fp"), resp, notAfter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := openEntry(mac, sealed, id, []byte("fp"), notAfter.Add(-time.Millisecond)); !ok {
+		t.Error("the entry did not open before its instant")
+	}
+	for _, at := range []time.Time{notAfter, notAfter.Add(time.Millisecond), notAfter.Add(time.Hour)} {
+		if _, ok := openEntry(mac, sealed, id, []byte("fp"), at); ok {
+			t.Errorf("the entry opened %v after its instant", at.Sub(notAfter))
+		}
+	}
+}
+
+// recordingCache is a ReplayCache in memory that keeps what was added,
+// with its TTL.
+type recordingCache struct {
+	values map[string][]byte
+	ttls   map[string]time.Duration
+}
+
+func (c *recordingCache) Get(_ context.Context, key string) ([]byte, error) {
+	return c.values[key], nil
+}
+
+func (c *recordingCache) Add(_ context.Context, key string, value []byte, ttl time.Duration) error {
+	if _, ok := c.values[key]; !ok {
+		c.values[key], c.ttls[key] = value, ttl
+	}
+	return nil
+}
+
+func (c *recordingCache) Set(_ context.Context, key string, value []byte, ttl time.Duration) error {
+	c.values[key], c.ttls[key] = value, ttl
+	return nil
+}
+
+// A fill counts the row's TTL from when its lookup was sent: a lookup
+// whose answer came too late to leave time adds nothing, and an entry
+// added carries the row's expiry, less the margin, so that it stops
+// answering then even if the cache kept it longer.
+func TestFillCountsFromTheLookupsSend(t *testing.T) {
+	mac := []byte("0123456789abcdef0123456789abcdef")
+	cache := &recordingCache{values: map[string][]byte{}, ttls: map[string]time.Duration{}}
+	f := &filter{cache: cache}
+	f.mac.Store(&mac)
+	ctx := context.Background()
+	rec := idem.Record{Found: true, Completed: true, Fingerprint: []byte("fp"), Response: &idem.Response{Status: 201, Body: []byte("{}")}}
+
+	late := idem.ID{Scope: "acme", Operation: "createOrder", Key: "late"}
+	f.fill(ctx, late, rec, 10*time.Second, time.Now().Add(-10*time.Second+filterMargin/2))
+	if _, ok := cache.values[FilterKey(late)]; ok {
+		t.Fatal("a lookup sent longer ago than its row's TTL less the margin filled the cache")
+	}
+
+	id := idem.ID{Scope: "acme", Operation: "createOrder", Key: "k1"}
+	before := time.Now()
+	sent := before.Add(-30 * time.Second)
+	f.fill(ctx, id, rec, time.Hour, sent)
+	value, ok := cache.values[FilterKey(id)]
+	if !ok {
+		t.Fatal("a completed row with an hour left did not fill the cache")
+	}
+	expires := sent.Add(time.Hour - filterMargin)
+	if ttl := cache.ttls[FilterKey(id)]; ttl > expires.Sub(before) || ttl < expires.Sub(before)-time.Minute {
+		t.Errorf("the cache's TTL is %v, where the row's expiry less the margin was %v away", ttl, expires.Sub(before))
+	}
+	if _, ok := openEntry(mac, value, id, []byte("fp"), time.Now()); !ok {
+		t.Error("the entry does not answer while the row is within its TTL")
+	}
+	if _, ok := openEntry(mac, value, id, []byte("fp"), expires); ok {
+		t.Error("the entry answers at the row's expiry less the margin")
+	}
 }

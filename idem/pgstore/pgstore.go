@@ -188,6 +188,7 @@ func (s *Store) begin(ctx context.Context) (tx pgx.Tx, release func(), err error
 // row holds.
 func (s *Store) Lookup(ctx context.Context, id idem.ID) (idem.Record, error) {
 	var row dbsqlc.LookupKeyRow
+	sent := s.filterClock()
 	err := s.read(ctx, func(q *dbsqlc.Queries) (err error) {
 		row, err = q.LookupKey(ctx, lookupParams(id, false, 0))
 		return err
@@ -195,7 +196,7 @@ func (s *Store) Lookup(ctx context.Context, id idem.ID) (idem.Record, error) {
 	if err != nil {
 		return idem.Record{}, classify("lookup key", err)
 	}
-	return s.record(ctx, id, row)
+	return s.record(ctx, id, row, sent)
 }
 
 func lookupParams(id idem.ID, claim bool, lease time.Duration) dbsqlc.LookupKeyParams {
@@ -209,14 +210,23 @@ func lookupParams(id idem.ID, claim bool, lease time.Duration) dbsqlc.LookupKeyP
 // the key and its generation (see Reap).
 const statusEmptied = "expired"
 
-// record is what a lookup's row of id reports. A completed row is added
-// to the replay filter, if the store has one.
-func (s *Store) record(ctx context.Context, id idem.ID, row dbsqlc.LookupKeyRow) (idem.Record, error) {
+// record is what a lookup's row of id, sent at sent, reports. A
+// completed row is added to the replay filter, if the store has one.
+func (s *Store) record(ctx context.Context, id idem.ID, row dbsqlc.LookupKeyRow, sent time.Time) (idem.Record, error) {
 	rec, err := record(row)
 	if err == nil && s.filter != nil && rec.Completed && !rec.Expired {
-		s.filter.fill(ctx, id, rec, time.Duration(row.TtlLeftMs)*time.Millisecond, time.Now())
+		s.filter.fill(ctx, id, rec, time.Duration(row.TtlLeftMs)*time.Millisecond, sent)
 	}
 	return rec, err
+}
+
+// filterClock is when a lookup is sent, for the replay filter's entries;
+// a store without a filter reads no clock.
+func (s *Store) filterClock() time.Time {
+	if s.filter == nil {
+		return time.Time{}
+	}
+	return time.Now()
 }
 
 // record is what a lookup's row reports.
