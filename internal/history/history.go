@@ -653,7 +653,7 @@ func (hist *History) Check() []string {
 			}
 		case r.status == http.StatusServiceUnavailable && r.problem != "store-busy":
 			if r.behaviour != kill {
-				add("%s: a store outage, though the store was reachable", r)
+				add("%s: a store outage, though the store was reachable: %s", r, r.body)
 			}
 		case r.status == http.StatusServiceUnavailable:
 		default:
