@@ -22,6 +22,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -33,6 +34,7 @@ import (
 	"github.com/idemgen/idemgen/bench/realistic"
 	"github.com/idemgen/idemgen/example/server"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
@@ -48,6 +50,10 @@ func main() {
 	benchPeers := flag.Bool("bench-peers", false, "also serve the benchmark's hand-written idempotency designs under /peer/ and its four-statement endpoint under /realistic/ (for go run ./bench)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	// go-redis prints each failed dial on its own, past the log: keep its
+	// lines in the log, at debug level, since the replay filter warns once
+	// when Redis fails and says when it answers again.
+	redis.SetLogger(redisLog{log})
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -97,4 +103,11 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("orders-api: stopped")
+}
+
+// redisLog is go-redis's logger on the server's.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 }

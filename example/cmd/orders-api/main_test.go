@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -235,6 +236,48 @@ func TestServerOverHTTP(t *testing.T) {
 	}
 	if err := p.cmd.Wait(); err != nil {
 		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.log())
+	}
+}
+
+// With its replay filter's Redis down from the start, the server answers
+// as without one, and logs the outage once, in its own log: go-redis's
+// lines about each failed dial are kept out of the server's output.
+func TestServerWithRedisDown(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := l.Addr().String() // nothing listens there once closed
+	l.Close()
+	bin := build(t)
+	p := start(t, bin, pgtest.NewDatabase(t), "-redis-url", "redis://"+down+"/0")
+
+	first := mustPost(t, p.url, "k1", order)
+	if first.status != 201 {
+		t.Fatalf("first: %d %s", first.status, first.body)
+	}
+	for i := range 3 {
+		r := mustPost(t, p.url, "k1", order)
+		if r.status != 201 || r.body != first.body || r.header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("replay %d: %d %v %s", i, r.status, r.header, r.body)
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+	<-p.eof
+	logs := p.log()
+	for line := range strings.Lines(logs) {
+		if !strings.HasPrefix(line, "time=") {
+			t.Errorf("a line outside the server's log: %q", line)
+		}
+	}
+	if n := strings.Count(logs, "redisfilter: Redis failed"); n != 1 {
+		t.Errorf("the filter's outage was logged %d times, want once:\n%s", n, logs)
 	}
 }
 
