@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"strings"
 	"sync"
 	"testing"
 
@@ -128,4 +129,36 @@ func TestMigrateRefusesNewerDatabase(t *testing.T) {
 		t.Fatalf("Migrate = %v, want ErrSchemaNewer", err)
 	}
 	t.Log(err)
+}
+
+// A database migrated by newer code whose newer migrations declare this
+// code's schema compatible is served as it is: the previous release
+// starts beside the newer one, and after a rollback of the binaries.
+func TestMigrateServesCompatibleNewerDatabase(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, nil)
+	ups, err := fs.Glob(schema.FS, "*.up.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := len(ups)
+	if _, err := pool.Exec(ctx, `INSERT INTO idemgen_schema_migrations (version, name, compatible_from) VALUES (98, '0098_future', $1)`, known); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgstore.Migrate(ctx, pool, `CREATE TABLE IF NOT EXISTS app_things (id serial PRIMARY KEY)`); err != nil {
+		t.Fatalf("Migrate on a database with a compatible newer migration: %v", err)
+	}
+	var app bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('app_things') IS NOT NULL`).Scan(&app); err != nil || !app {
+		t.Fatalf("the application's script did not run (%v)", err)
+	}
+	// One newer migration that needs newer code is enough to refuse.
+	if _, err := pool.Exec(ctx, `INSERT INTO idemgen_schema_migrations (version, name, compatible_from) VALUES (99, '0099_future', 99)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgstore.Migrate(ctx, pool); !errors.Is(err, pgstore.ErrSchemaNewer) {
+		t.Fatalf("Migrate = %v, want ErrSchemaNewer", err)
+	} else if !strings.Contains(err.Error(), "0099_future") {
+		t.Errorf("the error does not name the migration that needs newer code: %v", err)
+	}
 }
