@@ -23,11 +23,29 @@ import (
 //go:embed schema.sql
 var schema string
 
-// Migrate creates the key store and the orders and payments tables, the
-// latter under the key store's migration lock, so that servers starting
-// at once on a new database all come up.
+// Migrate creates the key store and the orders and payments tables, with
+// pgstore's default migration options.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	if err := pgstore.Migrate(ctx, pool, schema); err != nil {
+	return MigrateWith(ctx, pool, pgstore.MigrateOptions{})
+}
+
+// MigrateWith applies the key store's migrations, then creates the orders
+// and payments tables, each step in a transaction of its own under the
+// migrators' lock (so that servers starting at once on a new database all
+// come up) and with a lock timeout (so that a busy table delays the
+// migration, never the requests). The key store's migrations never share
+// a transaction with the application's DDL: there, the key table would
+// stay locked while the application's statements waited on its own
+// tables, and every request would wait with them.
+func MigrateWith(ctx context.Context, pool *pgxpool.Pool, opts pgstore.MigrateOptions) error {
+	m, err := pgstore.NewMigrator(pool, opts)
+	if err != nil {
+		return fmt.Errorf("orders: migrate: %w", err)
+	}
+	if _, err := m.Up(ctx, 0); err != nil {
+		return fmt.Errorf("orders: migrate: %w", err)
+	}
+	if err := m.Apply(ctx, schema); err != nil {
 		return fmt.Errorf("orders: migrate: %w", err)
 	}
 	return nil

@@ -5,28 +5,374 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/idemgen/idemgen/schema"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// migrateLock serialises Migrate across processes starting at once.
+// migrateLock serialises migrations across processes starting at once.
 const migrateLock = 0x6964656d67656e // "idemgen"
 
 // ErrSchemaNewer reports a database whose key store was migrated by newer
-// code than this: running on it could misread rows the newer code wrote.
+// code than this, past what this code may serve: running on it could
+// misread rows the newer code writes.
 var ErrSchemaNewer = errors.New("pgstore: the key store's schema is newer than this code")
 
-// migration is one numbered up file of package schema.
+// ErrMigrationLocked reports a migration that could not take its locks
+// within MigrateOptions.LockTimeout on any of its attempts: the table was
+// busy the whole time. Nothing of that migration was applied.
+var ErrMigrationLocked = errors.New("pgstore: a migration could not take its locks")
+
+// Defaults of MigrateOptions.
+const (
+	DefaultMigrateLockTimeout = time.Second
+	DefaultMigrateAttempts    = 30
+)
+
+// MigrateOptions configure a Migrator. The zero value works.
+type MigrateOptions struct {
+	// LockTimeout bounds how long each statement of a migration waits
+	// for a lock (PostgreSQL's lock_timeout). A migration that must wait
+	// for a busy table gives up after it, rolls back and tries again
+	// later, so requests queued behind its lock wait at most this long.
+	// Defaults to DefaultMigrateLockTimeout.
+	LockTimeout time.Duration
+	// Attempts is how often a migration is tried before Up or Down
+	// return ErrMigrationLocked, with a growing pause (up to 2s) between
+	// tries. Defaults to DefaultMigrateAttempts.
+	Attempts int
+	// Logger receives a record per migration applied or rolled back and
+	// per retry; nil logs nothing.
+	Logger *slog.Logger
+}
+
+func (o MigrateOptions) withDefaults() MigrateOptions {
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = DefaultMigrateLockTimeout
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = DefaultMigrateAttempts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Migrator applies, rolls back and reports the key store's migrations
+// (package schema), recorded in the table idemgen_schema_migrations.
+// Each migration runs in a transaction of its own, under an advisory
+// lock that serialises migrators, with a lock_timeout: a busy key table
+// delays the migration, never the requests.
+type Migrator struct {
+	db   DB
+	opts MigrateOptions
+	all  []migration
+}
+
+// NewMigrator returns a Migrator of db. It fails only when the embedded
+// migrations are malformed.
+func NewMigrator(db DB, opts MigrateOptions) (*Migrator, error) {
+	all, err := migrations()
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: list migrations: %w", err)
+	}
+	return &Migrator{db: db, opts: opts.withDefaults(), all: all}, nil
+}
+
+// Latest is the number of the newest migration this code knows.
+func (m *Migrator) Latest() int { return m.all[len(m.all)-1].version }
+
+// MigrationResult is one migration applied or rolled back.
+type MigrationResult struct {
+	Version  int
+	Name     string        // 0009_derived_by_default
+	Duration time.Duration // of the attempt that succeeded
+	Retries  int           // attempts that gave up on a lock first
+}
+
+// MigrationStatus is one migration as the database and this code know it.
+type MigrationStatus struct {
+	Version int
+	Name    string
+	// Applied is when the database recorded it; zero when it has not.
+	Applied time.Time
+	// Known is false for a migration the database has and this code does
+	// not: newer code applied it.
+	Known bool
+	// CompatibleFrom is the oldest migration whose code may serve a
+	// database with this one applied; 0 when only code that knows this
+	// one may.
+	CompatibleFrom int
+}
+
+// Up applies the migrations the database lacks, in order, up to and
+// including target (0: all of them), and returns those it applied. It
+// applies nothing to a database that newer code migrated past what this
+// code may serve (ErrSchemaNewer); one migrated further by code that
+// declared this schema compatible is left as it is.
+func (m *Migrator) Up(ctx context.Context, target int) ([]MigrationResult, error) {
+	if target == 0 {
+		target = m.Latest()
+	}
+	if !slices.ContainsFunc(m.all, func(x migration) bool { return x.version == target }) {
+		return nil, fmt.Errorf("pgstore: migrate up: no migration %d; this code knows %s", target, m.known())
+	}
+	var done []MigrationResult
+	for {
+		var next *migration
+		r, err := m.step(ctx, "up", func(ctx context.Context, tx pgx.Tx, applied []appliedMigration) (*migration, error) {
+			if err := servable(applied, m.all[len(m.all)-1]); err != nil {
+				return nil, err
+			}
+			for i := range m.all {
+				if x := &m.all[i]; x.version <= target && !isApplied(applied, x.version) {
+					next = x
+					break
+				}
+			}
+			if next == nil {
+				return nil, nil
+			}
+			if _, err := tx.Exec(ctx, next.up); err != nil {
+				return nil, fmt.Errorf("pgstore: migrate up %s: %w", next.name, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO idemgen_schema_migrations (version, name, compatible_from) VALUES ($1, $2, nullif($3, 0))`,
+				next.version, next.name, next.compatibleFrom); err != nil {
+				return nil, fmt.Errorf("pgstore: migrate up %s: record it: %w", next.name, err)
+			}
+			return next, nil
+		})
+		if err != nil || r == nil {
+			return done, err
+		}
+		done = append(done, *r)
+	}
+}
+
+// Down rolls back the applied migrations numbered above target, newest
+// first, each with its down file, and returns those it rolled back. It
+// refuses a database that holds migrations this code does not know: roll
+// those back with the release that applied them.
+func (m *Migrator) Down(ctx context.Context, target int) ([]MigrationResult, error) {
+	if target < 0 || target > m.Latest() {
+		return nil, fmt.Errorf("pgstore: migrate down: target %d is not one of this code's migrations (%s), or 0 for none", target, m.known())
+	}
+	var done []MigrationResult
+	for {
+		r, err := m.step(ctx, "down", func(ctx context.Context, tx pgx.Tx, applied []appliedMigration) (*migration, error) {
+			if len(applied) == 0 || applied[len(applied)-1].version <= target {
+				return nil, nil
+			}
+			last := applied[len(applied)-1]
+			i := slices.IndexFunc(m.all, func(x migration) bool { return x.version == last.version })
+			if i < 0 {
+				return nil, fmt.Errorf("%w: the database has migration %s, which this code does not know; roll it back with the release that applied it (its idemgen migrate down -to %d)",
+					ErrSchemaNewer, last.name, m.Latest())
+			}
+			x := &m.all[i]
+			if _, err := tx.Exec(ctx, x.down); err != nil {
+				return nil, fmt.Errorf("pgstore: migrate down %s: %w", x.name, err)
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM idemgen_schema_migrations WHERE version = $1`, x.version); err != nil {
+				return nil, fmt.Errorf("pgstore: migrate down %s: unrecord it: %w", x.name, err)
+			}
+			return x, nil
+		})
+		if err != nil || r == nil {
+			return done, err
+		}
+		done = append(done, *r)
+	}
+}
+
+// Status lists this code's migrations and any newer ones the database
+// has, in order, with what the database recorded of each.
+func (m *Migrator) Status(ctx context.Context) ([]MigrationStatus, error) {
+	tx, err := m.db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: migration status: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass('idemgen_schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("pgstore: migration status: %w", err)
+	}
+	var applied []appliedMigration
+	if exists {
+		if applied, err = appliedVersions(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
+	var out []MigrationStatus
+	for _, x := range m.all {
+		s := MigrationStatus{Version: x.version, Name: x.name, Known: true, CompatibleFrom: x.compatibleFrom}
+		if i := slices.IndexFunc(applied, func(a appliedMigration) bool { return a.version == x.version }); i >= 0 {
+			s.Applied = applied[i].appliedAt
+		}
+		out = append(out, s)
+	}
+	for _, a := range applied {
+		if a.version > m.Latest() {
+			out = append(out, MigrationStatus{Version: a.version, Name: a.name, Applied: a.appliedAt, CompatibleFrom: a.compatibleFrom})
+		}
+	}
+	return out, nil
+}
+
+// step runs one migration's transaction: it takes the migrators' lock,
+// bounds lock waits, reads what is applied and lets do apply one
+// migration. A lock that cannot be had in time rolls it all back, and it
+// is tried again after a pause. It returns nil when do found nothing to
+// do.
+func (m *Migrator) step(ctx context.Context, dir string, do func(context.Context, pgx.Tx, []appliedMigration) (*migration, error)) (*MigrationResult, error) {
+	for try := 0; ; try++ {
+		start := time.Now()
+		x, err := m.try(ctx, do)
+		if err == nil {
+			if x == nil {
+				return nil, nil
+			}
+			r := &MigrationResult{Version: x.version, Name: x.name, Duration: time.Since(start), Retries: try}
+			m.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "idem: key-store migration "+dir,
+				slog.String("migration", x.name), slog.Duration("took", r.Duration), slog.Int("retries", try))
+			return r, nil
+		}
+		if !isLockTimeout(err) {
+			return nil, err
+		}
+		if try+1 >= m.opts.Attempts {
+			return nil, fmt.Errorf("%w within %s on any of %d attempts (%v); the key table was busy all along: run it again when it is quieter, or with a longer -lock-timeout",
+				ErrMigrationLocked, m.opts.LockTimeout, m.opts.Attempts, err)
+		}
+		pause := min(50*time.Millisecond<<min(try, 6), 2*time.Second)
+		pause = pause/2 + rand.N(pause/2+1)
+		m.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idem: key-store migration waits for a busy table",
+			slog.String("direction", dir), slog.Int("attempt", try+1), slog.Duration("retry_in", pause), slog.String("error", err.Error()))
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("pgstore: migrate %s: %w", dir, ctx.Err())
+		}
+	}
+}
+
+func (m *Migrator) try(ctx context.Context, do func(context.Context, pgx.Tx, []appliedMigration) (*migration, error)) (*migration, error) {
+	tx, err := m.db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrateLock)); err != nil {
+		return nil, fmt.Errorf("pgstore: migrate: lock: %w", err)
+	}
+	// Set after the migrators' lock, which is theirs alone to wait for.
+	if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", strconv.FormatInt(m.opts.LockTimeout.Milliseconds(), 10)); err != nil {
+		return nil, fmt.Errorf("pgstore: migrate: lock_timeout: %w", err)
+	}
+	if err := versionTable(ctx, tx); err != nil {
+		return nil, err
+	}
+	applied, err := appliedVersions(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	x, err := do(ctx, tx, applied)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("pgstore: migrate: commit: %w", err)
+	}
+	return x, nil
+}
+
+// versionTable creates idemgen_schema_migrations where it is missing;
+// compatible_from (see migration.compatibleFrom) came after the table,
+// and is NULL on the rows written before it.
+func versionTable(ctx context.Context, tx pgx.Tx) error {
+	var has bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute
+		WHERE attrelid = to_regclass('idemgen_schema_migrations') AND attname = 'compatible_from' AND NOT attisdropped)`).Scan(&has); err != nil {
+		return fmt.Errorf("pgstore: migrate: version table: %w", err)
+	}
+	if has {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS idemgen_schema_migrations (
+		version    integer     PRIMARY KEY,
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now()
+	);
+	ALTER TABLE idemgen_schema_migrations ADD COLUMN IF NOT EXISTS compatible_from integer`); err != nil {
+		return fmt.Errorf("pgstore: migrate: version table: %w", err)
+	}
+	return nil
+}
+
+// isLockTimeout reports a migration that gave up waiting for a lock, or
+// was picked as a deadlock's victim: both leave nothing applied, and a
+// later try may pass.
+func isLockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01")
+}
+
+func (m *Migrator) known() string {
+	return fmt.Sprintf("%s to %s", m.all[0].name, m.all[len(m.all)-1].name)
+}
+
+// Migrate applies the key-store migrations the database lacks (see
+// Migrator.Up, with default options), then the application's own SQL
+// scripts (see Migrator.Apply). Processes that start at once all succeed,
+// one after the other. Teams with a migration tool use the files idemgen
+// generates instead, or run `idemgen migrate up` before they deploy.
+func Migrate(ctx context.Context, db DB, then ...string) error {
+	m, err := NewMigrator(db, MigrateOptions{})
+	if err != nil {
+		return err
+	}
+	if _, err := m.Up(ctx, 0); err != nil {
+		return err
+	}
+	return m.Apply(ctx, then...)
+}
+
+// Apply runs the application's own SQL scripts, each in a transaction of
+// its own under the migrators' lock and with the lock timeout and
+// retries of a migration, on every call: they must be re-runnable, as
+// CREATE ... IF NOT EXISTS is. Never in a key-store migration's
+// transaction: DDL there would hold the key table while waiting on the
+// application's tables, and stall every request.
+func (m *Migrator) Apply(ctx context.Context, scripts ...string) error {
+	for i, sql := range scripts {
+		_, err := m.step(ctx, "apply", func(ctx context.Context, tx pgx.Tx, _ []appliedMigration) (*migration, error) {
+			if _, err := tx.Exec(ctx, sql); err != nil {
+				return nil, fmt.Errorf("pgstore: migrate: the application's script %d: %w", i+1, err)
+			}
+			return nil, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// migration is one numbered migration of package schema.
 type migration struct {
-	version int
-	name    string // 0002_phased_attempts
-	sql     string
+	version  int
+	name     string // 0002_phased_attempts
+	up, down string
 	// compatibleFrom is the oldest migration whose code may still serve
-	// a database with this one applied (the file's "-- compatible-from:"
+	// a database with this one applied (the up file's "-- compatible-from:"
 	// line); 0 when the file declares none, and only code that knows
 	// this migration may serve.
 	compatibleFrom int
@@ -63,91 +409,33 @@ func migrations() ([]migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("migration %s is not numbered", file)
 		}
-		sql, err := fs.ReadFile(schema.FS, file)
+		up, err := fs.ReadFile(schema.FS, file)
 		if err != nil {
 			return nil, err
 		}
-		from, err := compatibleFrom(string(sql))
+		down, err := fs.ReadFile(schema.FS, name+".down.sql")
+		if err != nil {
+			return nil, fmt.Errorf("migration %s has no down file: %w", name, err)
+		}
+		from, err := compatibleFrom(string(up))
 		if err != nil {
 			return nil, fmt.Errorf("migration %s: %w", file, err)
 		}
-		out = append(out, migration{version, name, string(sql), from})
+		out = append(out, migration{version, name, string(up), string(down), from})
 	}
 	return out, nil
-}
-
-// Migrate applies the key-store migrations (schema/*.up.sql) that the
-// database lacks, each once, recorded in idemgen_schema_migrations, in one
-// transaction under an advisory lock: processes that start at once all
-// succeed, one after the other. A database migrated by newer code is
-// served as it is when every newer migration declares this code's
-// schema compatible (a rolling upgrade, or a rollback of the binaries
-// before the migrations), and refused with ErrSchemaNewer otherwise. A database from before the version table
-// is brought under it, as the migrations are written to be re-run.
-//
-// then are the application's own SQL scripts, run after the key store's
-// in the same transaction and under the same lock, on every call (they
-// must be re-runnable, as CREATE ... IF NOT EXISTS is), so that an
-// application's schema is as safe to apply at start. Teams with a
-// migration tool use the files idemgen generates instead.
-func Migrate(ctx context.Context, db DB, then ...string) error {
-	all, err := migrations()
-	if err != nil {
-		return fmt.Errorf("pgstore: list migrations: %w", err)
-	}
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("pgstore: migrate: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrateLock)); err != nil {
-		return fmt.Errorf("pgstore: migrate: lock: %w", err)
-	}
-	// compatible_from (see migration.compatibleFrom) came after the
-	// table: NULL on the rows written before it.
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS idemgen_schema_migrations (
-		version    integer     PRIMARY KEY,
-		name       text        NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now()
-	);
-	ALTER TABLE idemgen_schema_migrations ADD COLUMN IF NOT EXISTS compatible_from integer`); err != nil {
-		return fmt.Errorf("pgstore: migrate: version table: %w", err)
-	}
-	applied, err := appliedVersions(ctx, tx)
-	if err != nil {
-		return err
-	}
-	latest := all[len(all)-1]
-	if err := servable(applied, latest); err != nil {
-		return err
-	}
-	for _, m := range all {
-		if slices.ContainsFunc(applied, func(a appliedMigration) bool { return a.version == m.version }) {
-			continue
-		}
-		if _, err := tx.Exec(ctx, m.sql); err != nil {
-			return fmt.Errorf("pgstore: migrate %s: %w", m.name, err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO idemgen_schema_migrations (version, name, compatible_from) VALUES ($1, $2, nullif($3, 0))`, m.version, m.name, m.compatibleFrom); err != nil {
-			return fmt.Errorf("pgstore: migrate %s: record it: %w", m.name, err)
-		}
-	}
-	for i, sql := range then {
-		if _, err := tx.Exec(ctx, sql); err != nil {
-			return fmt.Errorf("pgstore: migrate: the application's script %d: %w", i+1, err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("pgstore: migrate: commit: %w", err)
-	}
-	return nil
 }
 
 // appliedMigration is a row of idemgen_schema_migrations.
 type appliedMigration struct {
 	version        int
 	name           string
+	appliedAt      time.Time
 	compatibleFrom int // 0: declared none
+}
+
+func isApplied(applied []appliedMigration, version int) bool {
+	return slices.ContainsFunc(applied, func(a appliedMigration) bool { return a.version == version })
 }
 
 // servable refuses a database migrated past latest, unless every
@@ -157,20 +445,20 @@ func servable(applied []appliedMigration, latest migration) error {
 		if a.version <= latest.version || (a.compatibleFrom > 0 && a.compatibleFrom <= latest.version) {
 			continue
 		}
-		return fmt.Errorf("%w: the database is at key-store migration %s, which code that knows migrations only up to %s (%s) may not serve; deploy the release that migrated it, or roll the database back to %d with that release's `idemgen migrate down -to %d`, then start this one",
-			ErrSchemaNewer, a.name, fmt.Sprint(latest.version), latest.name, latest.version, latest.version)
+		return fmt.Errorf("%w: the database is at key-store migration %s, which code that knows migrations only up to %d (%s) may not serve; deploy the release that migrated it, or roll the database back with that release's `idemgen migrate down -to %d`, then start this one",
+			ErrSchemaNewer, a.name, latest.version, latest.name, latest.version)
 	}
 	return nil
 }
 
 func appliedVersions(ctx context.Context, tx pgx.Tx) ([]appliedMigration, error) {
-	rows, err := tx.Query(ctx, `SELECT version, name, coalesce(compatible_from, 0) FROM idemgen_schema_migrations ORDER BY version`)
+	rows, err := tx.Query(ctx, `SELECT version, name, applied_at, coalesce(compatible_from, 0) FROM idemgen_schema_migrations ORDER BY version`)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: migrate: read applied versions: %w", err)
 	}
 	versions, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (appliedMigration, error) {
 		var a appliedMigration
-		err := row.Scan(&a.version, &a.name, &a.compatibleFrom)
+		err := row.Scan(&a.version, &a.name, &a.appliedAt, &a.compatibleFrom)
 		return a, err
 	})
 	if err != nil {

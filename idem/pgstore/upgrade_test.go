@@ -1,0 +1,286 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/idem/pgstore"
+)
+
+// functionDefs reads the key store's functions as the database holds
+// them, name to definition.
+func functionDefs(t *testing.T, pool *pgxpool.Pool) map[string]string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT p.oid::regprocedure::text, pg_get_functiondef(p.oid)
+		FROM pg_catalog.pg_proc AS p WHERE p.proname LIKE 'idemgen\_%' AND p.pronamespace = current_schema()::regnamespace`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	defs := map[string]string{}
+	for rows.Next() {
+		var name, def string
+		if err := rows.Scan(&name, &def); err != nil {
+			t.Fatal(err)
+		}
+		defs[name] = def
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return defs
+}
+
+// schema/functions.sql holds the current definition of every function
+// the migrations leave, and nothing else: applied over the migrations it
+// changes no function and adds none.
+func TestFunctionsFileIsCurrent(t *testing.T) {
+	pool := newPool(t, nil)
+	migrated := functionDefs(t, pool)
+	if len(migrated) == 0 {
+		t.Fatal("the migrations left no idemgen_ function")
+	}
+	file, err := os.ReadFile("../../schema/functions.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared := regexp.MustCompile(`(?m)^CREATE OR REPLACE FUNCTION (\w+)\(`).FindAllStringSubmatch(string(file), -1)
+	if len(declared) != len(migrated) {
+		var names []string
+		for n := range migrated {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		t.Errorf("functions.sql defines %d functions, the migrations leave %d: %s", len(declared), len(migrated), strings.Join(names, ", "))
+	}
+	if _, err := pool.Exec(context.Background(), string(file)); err != nil {
+		t.Fatalf("apply functions.sql: %v", err)
+	}
+	after := functionDefs(t, pool)
+	for name, def := range after {
+		if migrated[name] != def {
+			t.Errorf("%s in functions.sql differs from the migrations' definition; copy the newest migration's definition whole:\nfunctions.sql:\n%s\nmigrations:\n%s", name, def, migrated[name])
+		}
+	}
+}
+
+// A row written by code that does not know the derived column (a release
+// older than migration 0006 serving while it was applied) counts as
+// derived: the reaper empties it rather than deleting it, so the key
+// keeps its generation and its next use derives keys never sent before.
+func TestOlderRowsKeepDerivedKeys(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, nil)
+	// As the older release's StoreResponse wrote it: no derived column.
+	if _, err := pool.Exec(ctx, `INSERT INTO idempotency_keys
+		(scope, operation, key, fingerprint, status, recovery_point, attempt, generation, response_status, response_headers, response_body, expires_at)
+		VALUES ('acct_1', 'createPayment', 'k1', 'fp', 'completed', '', 1, 3, 201, '{}', 'paid', now() - interval '1 second')`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := pgstore.New(pool, pgstore.Options{}).Reap(ctx, pgstore.ReapOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Emptied != 1 || res.Deleted != 0 {
+		t.Errorf("Reap = %+v, want the row emptied, not deleted", res)
+	}
+	var status string
+	var generation int64
+	err = pool.QueryRow(ctx, `SELECT status, generation FROM idempotency_keys WHERE scope = 'acct_1' AND key = 'k1'`).Scan(&status, &generation)
+	if err != nil {
+		t.Fatalf("the older release's row is gone after the reaper (%v): its key's next use would derive generation 1's keys again", err)
+	}
+	if status != "expired" || generation != 3 {
+		t.Errorf("row status %q generation %d, want expired with generation 3 kept", status, generation)
+	}
+}
+
+// Every migration rolls back and applies again: Down to 0 leaves no key
+// store, Up rebuilds it, and Status reports each step.
+func TestMigratorDownAndUp(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, nil)
+	m, err := pgstore.NewMigrator(pool, pgstore.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := m.Latest()
+	down, err := m.Down(ctx, latest-1)
+	if err != nil || len(down) != 1 || down[0].Version != latest {
+		t.Fatalf("Down(%d) = %+v, %v; want the newest migration rolled back", latest-1, down, err)
+	}
+	st, err := m.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := st[len(st)-1]; last.Version != latest || !last.Applied.IsZero() || !st[0].Known || st[0].Applied.IsZero() {
+		t.Errorf("Status after one down: %+v", st)
+	}
+	down, err = m.Down(ctx, 0)
+	if err != nil || len(down) != latest-1 {
+		t.Fatalf("Down(0) = %d migrations, %v; want %d", len(down), err, latest-1)
+	}
+	var left int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_class WHERE relname LIKE 'idempotency\_%'`).Scan(&left); err != nil || left != 0 {
+		t.Errorf("%d key-store relations left after Down(0) (%v)", left, err)
+	}
+	up, err := m.Up(ctx, 0)
+	if err != nil || len(up) != latest {
+		t.Fatalf("Up = %d migrations, %v; want %d", len(up), err, latest)
+	}
+	wantAllOnce(t, pool)
+	if again, err := m.Up(ctx, 0); err != nil || len(again) != 0 {
+		t.Errorf("a second Up applied %d (%v), want none", len(again), err)
+	}
+	if _, err := m.Down(ctx, latest+1); err == nil {
+		t.Error("Down to a migration this code does not know succeeded")
+	}
+}
+
+// A migration that cannot take its lock within the lock timeout rolls
+// back and tries again, and the requests queued behind it wait no longer
+// than that timeout: a lookup of the key table, sent while the migration
+// waits for its lock, answers while the transaction that blocks the
+// migration is still open. Without the timeout it would wait for that
+// transaction to end.
+func TestMigratorWaitsForBusyTable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := newPool(t, nil)
+	m, err := pgstore.NewMigrator(pool, pgstore.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Down(ctx, m.Latest()-1); err != nil {
+		t.Fatal(err)
+	}
+	// A long transaction on the key table: a report, or a slow phase.
+	blocker, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback(context.Background())
+	if _, err := blocker.Exec(ctx, `SELECT count(*) FROM idempotency_keys`); err != nil {
+		t.Fatal(err)
+	}
+
+	retries := make(chan struct{}, 100)
+	const lockTimeout = 300 * time.Millisecond
+	busy, err := pgstore.NewMigrator(pool, pgstore.MigrateOptions{LockTimeout: lockTimeout, Logger: signalOn(retries, "waits for a busy table")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var applied []pgstore.MigrationResult
+	var upErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { applied, upErr = busy.Up(ctx, 0) })
+	waitForLockWait(ctx, t, pool, "ALTER TABLE idempotency_keys")
+	// The migration waits for its lock; a lookup sent now queues behind it.
+	start := time.Now()
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys`).Scan(&n); err != nil {
+		t.Fatalf("a lookup behind the waiting migration: %v", err)
+	}
+	waited := time.Since(start)
+	// Answered with the blocker still open: the lookup waited for the
+	// migration's lock timeout, not for the blocker.
+	<-retries
+	if err := blocker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if upErr != nil {
+		t.Fatal(upErr)
+	}
+	if len(applied) != 1 || applied[0].Retries < 1 {
+		t.Fatalf("Up = %+v, want the newest migration applied after a retry", applied)
+	}
+	t.Logf("a lookup queued behind the migration waited %s (lock timeout %s); applied after %d retries", waited, lockTimeout, applied[0].Retries)
+}
+
+// waitForLockWait returns once a session running a statement that
+// contains query waits for a lock.
+func waitForLockWait(ctx context.Context, t *testing.T, pool *pgxpool.Pool, query string) {
+	t.Helper()
+	for {
+		var waiting bool
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND position($1 IN query) > 0 AND pid <> pg_backend_pid())`, query).Scan(&waiting)
+		if err != nil {
+			t.Fatalf("waiting for %q to wait for a lock: %v", query, err)
+		}
+		if waiting {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no session ran %q waiting for a lock", query)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// A migration that never gets its lock fails with ErrMigrationLocked,
+// having applied nothing.
+func TestMigratorGivesUp(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, nil)
+	m, err := pgstore.NewMigrator(pool, pgstore.MigrateOptions{LockTimeout: 50 * time.Millisecond, Attempts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Down(ctx, m.Latest()-1); err != nil {
+		t.Fatal(err)
+	}
+	blocker, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback(ctx)
+	if _, err := blocker.Exec(ctx, `SELECT count(*) FROM idempotency_keys`); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := m.Up(ctx, 0)
+	if !errors.Is(err, pgstore.ErrMigrationLocked) || len(applied) != 0 {
+		t.Fatalf("Up = %+v, %v; want nothing applied and ErrMigrationLocked", applied, err)
+	}
+	blocker.Rollback(ctx)
+	st, err := m.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st[len(st)-1].Applied.IsZero() {
+		t.Error("the migration that gave up is recorded as applied")
+	}
+}
+
+// signalOn is a logger that sends on c for each record whose message
+// contains msg: a test signal rather than matching logs afterwards.
+func signalOn(c chan<- struct{}, msg string) *slog.Logger {
+	return slog.New(signalHandler{c, msg})
+}
+
+type signalHandler struct {
+	c   chan<- struct{}
+	msg string
+}
+
+func (h signalHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h signalHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.msg) {
+		h.c <- struct{}{}
+	}
+	return nil
+}
+func (h signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h signalHandler) WithGroup(string) slog.Handler      { return h }

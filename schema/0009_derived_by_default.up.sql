@@ -1,0 +1,12 @@
+-- compatible-from: 0008
+-- (Code that knows migrations up to 0008 may serve a database with this
+-- one applied: it changes no column that code reads or writes.)
+--
+-- A row written by code that does not know the derived column counts as
+-- derived: the reaper then empties it rather than deleting it, and the
+-- key keeps its generation, so its next use derives keys never sent
+-- before. Migration 0006 left the default false, and code older than that
+-- migration, still serving while it was applied, wrote rows whose derived
+-- keys the reaper then forgot. Every statement of this store names the
+-- column, so the default decides only for code that does not.
+ALTER TABLE idempotency_keys ALTER COLUMN derived SET DEFAULT true;
