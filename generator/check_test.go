@@ -92,6 +92,9 @@ func TestWriteThenCheck(t *testing.T) {
 	if !strings.Contains(err.Error(), "idemgen generate") {
 		t.Errorf("the error does not say how to fix it: %v", err)
 	}
+	if strings.Contains(err.Error(), "migrate up") {
+		t.Errorf("the error asks for migrations when none changed: %v", err)
+	}
 
 	// Write rewrites exactly the stale files, after which Check passes.
 	written, err = res.Write(dir)
@@ -104,6 +107,37 @@ func TestWriteThenCheck(t *testing.T) {
 	}
 	if err := res.Check(dir); err != nil {
 		t.Errorf("Check after rewriting: %v", err)
+	}
+}
+
+// A new migration in the output is stale output that a deployment must
+// apply before the new binary serves: Check names it and says so.
+func TestCheckNamesNewMigrations(t *testing.T) {
+	dir, cfg := copyCase(t, "orders")
+	res := generate(t, cfg)
+	if _, err := res.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	matches, err := filepath.Glob(filepath.Join(dir, "gen", "migrations", "*.up.sql"))
+	if err != nil || len(matches) == 0 {
+		t.Fatalf("no migrations written (%v)", err)
+	}
+	slices.Sort(matches)
+	newest := matches[len(matches)-1]
+	if err := os.Remove(newest); err != nil {
+		t.Fatal(err)
+	}
+	err = res.Check(dir)
+	wantStale(t, err, newest+" (missing)")
+	var stale *generator.StaleError
+	errors.As(err, &stale)
+	if !slices.Equal(stale.Migrations, []string{newest}) {
+		t.Errorf("Migrations = %q, want %q", stale.Migrations, newest)
+	}
+	for _, want := range []string{"key-store migrations", "idemgen migrate up", "before a binary built from the new output serves", "docs/UPGRADING.md"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q:\n%v", want, err)
+		}
 	}
 }
 

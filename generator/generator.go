@@ -26,6 +26,9 @@ type File struct {
 	// Path is relative to the config file's directory.
 	Path    string
 	Content []byte
+	// Migration marks a key-store migration, which a deployment must
+	// apply before a binary built from the new output serves.
+	Migration bool
 }
 
 // Result is the output of one run.
@@ -105,15 +108,15 @@ func Generate(cfg *Config) (*Result, error) {
 		}
 	}
 	res.Files = append(res.Files,
-		File{filepath.Join(cfg.Output.Dir, "oapi.gen.go"), oapi.src},
-		File{filepath.Join(cfg.Output.Dir, layerFile), layer},
+		File{Path: filepath.Join(cfg.Output.Dir, "oapi.gen.go"), Content: oapi.src},
+		File{Path: filepath.Join(cfg.Output.Dir, layerFile), Content: layer},
 	)
 	if m.Client && m.Idempotent {
 		client, err := renderGo("client.go.tmpl", m)
 		if err != nil {
 			return nil, err
 		}
-		res.Files = append(res.Files, File{filepath.Join(cfg.Output.Dir, "idempotency_client.gen.go"), client})
+		res.Files = append(res.Files, File{Path: filepath.Join(cfg.Output.Dir, "idempotency_client.gen.go"), Content: client})
 	}
 	if res.Files, err = finishGoFiles(specPath, src, m, res.Files); err != nil {
 		return nil, err
@@ -128,14 +131,14 @@ func Generate(cfg *Config) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		res.Files = append(res.Files, File{filepath.Join(dir, "conformance.gen.go"), kit})
+		res.Files = append(res.Files, File{Path: filepath.Join(dir, "conformance.gen.go"), Content: kit})
 	}
 	if cfg.Output.Spec != "" {
 		augmented, err := augmentSpec(specPath, src, m)
 		if err != nil {
 			return nil, err
 		}
-		res.Files = append(res.Files, File{cfg.Output.Spec, augmented})
+		res.Files = append(res.Files, File{Path: cfg.Output.Spec, Content: augmented})
 	}
 	sqlFiles, stale, err := sqlFiles(cfg)
 	if err != nil {
@@ -203,7 +206,7 @@ var ErrStale = errors.New("generated files are out of date")
 // naming every missing or differing file (joined to dir), when they are
 // not the same.
 func (r *Result) Check(dir string) error {
-	var stale []string
+	var stale, migrations []string
 	for _, f := range r.Files {
 		path := filepath.Join(dir, f.Path)
 		old, err := os.ReadFile(path)
@@ -214,6 +217,11 @@ func (r *Result) Check(dir string) error {
 			return fmt.Errorf("check output: %w", err)
 		case !bytes.Equal(old, f.Content):
 			stale = append(stale, path+" (differs)")
+		default:
+			continue
+		}
+		if f.Migration {
+			migrations = append(migrations, path)
 		}
 	}
 	for _, f := range r.Stale {
@@ -223,18 +231,27 @@ func (r *Result) Check(dir string) error {
 		return nil
 	}
 	slices.Sort(stale)
-	return &StaleError{Files: stale}
+	slices.Sort(migrations)
+	return &StaleError{Files: stale, Migrations: migrations}
 }
 
 // StaleError lists the stale files; it matches ErrStale.
-type StaleError struct{ Files []string }
+type StaleError struct {
+	Files []string
+	// Migrations are the key-store migrations among them, new or changed.
+	Migrations []string
+}
 
 func (e *StaleError) Error() string {
 	msg := ErrStale.Error() + ":"
 	for _, f := range e.Files {
 		msg += "\n\t" + f
 	}
-	return msg + "\nrun `go generate` (or `idemgen generate`) and commit the result"
+	msg += "\nrun `go generate` (or `idemgen generate`) and commit the result"
+	if len(e.Migrations) > 0 {
+		msg += fmt.Sprintf("; %d of them are key-store migrations: apply them (`idemgen migrate up`, pgstore.Migrate, or your migration tool) before a binary built from the new output serves, as docs/UPGRADING.md says", len(e.Migrations))
+	}
+	return msg
 }
 
 func (e *StaleError) Is(target error) bool { return target == ErrStale }

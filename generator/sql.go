@@ -40,7 +40,7 @@ func sqlFiles(cfg *Config) (files []File, stale []string, err error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		files = append(files, File{filepath.Join(cfg.Queries.Dir, q), out})
+		files = append(files, File{Path: filepath.Join(cfg.Queries.Dir, q), Content: out})
 	}
 	return files, stale, nil
 }
@@ -112,7 +112,7 @@ func MigrationFiles(root string, m Migrations) (files []File, stale []string, er
 			if err != nil {
 				return nil, nil, err
 			}
-			files = append(files, File{filepath.Join(m.Dir, base+".sql"), out})
+			files = append(files, File{Path: filepath.Join(m.Dir, base+".sql"), Content: out, Migration: true})
 			continue
 		}
 		for _, f := range []struct{ schema, file, sql string }{
@@ -123,7 +123,7 @@ func MigrationFiles(root string, m Migrations) (files []File, stale []string, er
 			if err != nil {
 				return nil, nil, err
 			}
-			files = append(files, File{filepath.Join(m.Dir, f.file), out})
+			files = append(files, File{Path: filepath.Join(m.Dir, f.file), Content: out, Migration: true})
 		}
 	}
 	for _, owned := range existing.owned {

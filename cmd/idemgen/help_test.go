@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/idemgen/idemgen/idem"
 )
 
 // Every way of asking for help prints it to stdout, prints nothing to
@@ -225,7 +227,7 @@ func TestFlagErrors(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	code, stdout, stderr := idemgen(t, "version")
-	want := regexp.MustCompile(`^idemgen (\(devel\)|v\S+), built with ` + regexp.QuoteMeta(runtime.Version()) + "\n$")
+	want := regexp.MustCompile(`^idemgen v\S+, built with ` + regexp.QuoteMeta(runtime.Version()) + "\n$")
 	if code != 0 || stderr != "" || !want.MatchString(stdout) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 0 and a line matching %s", code, stdout, stderr, want)
 	}
@@ -235,17 +237,21 @@ func TestVersion(t *testing.T) {
 		info debug.BuildInfo
 		want string
 	}{
-		{"installed", debug.BuildInfo{Main: debug.Module{Path: modulePath, Version: "v1.2.3"}}, "v1.2.3"},
-		{"checkout", debug.BuildInfo{Main: debug.Module{Path: modulePath, Version: "(devel)"}}, "(devel)"},
-		{"no version", debug.BuildInfo{Main: debug.Module{Path: modulePath}}, "(devel)"},
+		{"installed", debug.BuildInfo{Main: debug.Module{Path: idem.ModulePath, Version: "v1.2.3"}}, "v1.2.3"},
+		{"checkout", debug.BuildInfo{Main: debug.Module{Path: idem.ModulePath, Version: "(devel)"}}, idem.Release + "-devel"},
+		{"checkout with its commit", debug.BuildInfo{Main: debug.Module{Path: idem.ModulePath, Version: "(devel)"},
+			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "82e2559adcf2b293b7cbdc0779e15f7508ede239"}}}, idem.Release + "-devel+82e2559adcf2"},
+		{"changed checkout", debug.BuildInfo{Main: debug.Module{Path: idem.ModulePath, Version: "(devel)"},
+			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "82e2559adcf2b293b7cbdc0779e15f7508ede239"}, {Key: "vcs.modified", Value: "true"}}}, idem.Release + "-devel+82e2559adcf2.dirty"},
+		{"no version", debug.BuildInfo{Main: debug.Module{Path: idem.ModulePath}}, idem.Release + "-devel"},
 		{"a module's tool", debug.BuildInfo{Main: debug.Module{Path: "example.com/svc"},
-			Deps: []*debug.Module{{Path: "github.com/jackc/pgx/v5", Version: "v5.9.0"}, {Path: modulePath, Version: "v1.4.0"}}}, "v1.4.0"},
+			Deps: []*debug.Module{{Path: "github.com/jackc/pgx/v5", Version: "v5.9.0"}, {Path: idem.ModulePath, Version: "v1.4.0"}}}, "v1.4.0"},
 		{"replaced by a directory", debug.BuildInfo{Main: debug.Module{Path: "example.com/svc"},
-			Deps: []*debug.Module{{Path: modulePath, Version: "v0.0.0-00010101000000-000000000000", Replace: &debug.Module{Path: "../idemgen"}}}}, "(devel)"},
+			Deps: []*debug.Module{{Path: idem.ModulePath, Version: "v0.0.0-00010101000000-000000000000", Replace: &debug.Module{Path: "../idemgen"}}}}, idem.Release + "-devel"},
 		{"replaced by a fork", debug.BuildInfo{Main: debug.Module{Path: "example.com/svc"},
-			Deps: []*debug.Module{{Path: modulePath, Version: "v1.4.0", Replace: &debug.Module{Path: "example.com/fork", Version: "v1.4.1"}}}}, "v1.4.1"},
+			Deps: []*debug.Module{{Path: idem.ModulePath, Version: "v1.4.0", Replace: &debug.Module{Path: "example.com/fork", Version: "v1.4.1"}}}}, "v1.4.1"},
 	} {
-		if got := moduleVersion(&tt.info); got != tt.want {
+		if got := idem.VersionOf(&tt.info); got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/generator"
+	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore"
 )
 
@@ -52,6 +53,8 @@ func init() {
 			about: checkAbout, setup: generateCommand("check")},
 		{name: "migrations", summary: "write only the key store's migrations, numbered to fit a directory",
 			about: migrationsAbout, setup: migrationsCommand},
+		{name: "migrate", args: "status|up|down", summary: "apply, roll back or report the key store's migrations on a database",
+			about: migrateAbout, setup: migrateCommand},
 		{name: "sweep", summary: "report attempts abandoned partway, or with -fail end them",
 			about: sweepAbout, setup: janitorCommand("sweep")},
 		{name: "reap", summary: "delete stored responses whose TTL has passed",
@@ -59,7 +62,7 @@ func init() {
 		{name: "keys", args: "list|show|forget", summary: "list, show or forget the keys in the key store",
 			about: keysAbout, setup: keysCommand},
 		{name: "version", summary: "print idemgen's version and the Go version it was built with",
-			about: "Version prints the version of idemgen's module, (devel) when the build\nrecords none, as a build from a checkout may, and the Go version it was\nbuilt with.\n", setup: versionCommand},
+			about: "Version prints the version of idemgen's module and the Go version it was\nbuilt with. A build at a module version (go install ...@v0.2.0, or go tool\nin a module that requires one) prints that version; a build from a\ncheckout prints the release it leads to as a development build, with the\ncommit when the go command recorded it: v0.2.0-devel+abc123def456, and\n.dirty after it for uncommitted changes.\n", setup: versionCommand},
 		{name: "help", args: "[command | annotations | config]", summary: "print this help, a command's, or a guide",
 			about: "Help prints the list of commands, a command's help (the same as\n'idemgen <command> -h'), or one of the guides:\n\n" + guideList, setup: helpCommand},
 	}
@@ -372,47 +375,13 @@ func versionCommand(*flag.FlagSet) func(args []string, stdout, stderr io.Writer)
 		if len(args) > 0 {
 			return usageError(stderr, "version", fmt.Sprintf("unexpected arguments %q", args))
 		}
-		version, goVersion := "(devel)", runtime.Version()
-		if info, ok := debug.ReadBuildInfo(); ok {
-			version = moduleVersion(info)
-			if info.GoVersion != "" {
-				goVersion = info.GoVersion
-			}
+		version, goVersion := idem.Version(), runtime.Version()
+		if info, ok := debug.ReadBuildInfo(); ok && info.GoVersion != "" {
+			goVersion = info.GoVersion
 		}
 		fmt.Fprintf(stdout, "idemgen %s, built with %s\n", version, goVersion)
 		return 0
 	}
-}
-
-// modulePath is idemgen's module.
-const modulePath = "github.com/idemgen/idemgen"
-
-// moduleVersion is the version of idemgen's module in a binary's build
-// information: the main module when built in it or installed with go
-// install, a dependency when run as a tool of another module. A module
-// replaced by a directory, or built from a checkout without version
-// control information, is "(devel)".
-func moduleVersion(info *debug.BuildInfo) string {
-	m := &info.Main
-	if m.Path != modulePath {
-		m = nil
-		for _, d := range info.Deps {
-			if d.Path == modulePath {
-				m = d
-				break
-			}
-		}
-	}
-	if m == nil {
-		return "(devel)"
-	}
-	if m.Replace != nil {
-		m = m.Replace
-	}
-	if m.Version == "" {
-		return "(devel)"
-	}
-	return m.Version
 }
 
 // generateCommand is generate's, or check's.
