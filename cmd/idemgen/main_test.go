@@ -114,7 +114,7 @@ func TestGenerateThenCheck(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("generate: exit %d\n%s", code, stderr)
 	}
-	summary := regexp.MustCompile(`^idemgen: openapi\.yaml: 4 operations, 2 idempotent; wrote 19 of 19 files ` + timing + "\n")
+	summary := regexp.MustCompile(`^idemgen: openapi\.yaml: 4 operations, 2 idempotent; wrote 21 of 21 files ` + timing + "\n")
 	if !summary.MatchString(stderr) {
 		t.Errorf("generate printed\n%s\nwant a summary matching %s", stderr, summary)
 	}
@@ -134,7 +134,7 @@ func TestGenerateThenCheck(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("check: exit %d\n%s", code, stderr)
 	}
-	summary = regexp.MustCompile(`^idemgen: openapi\.yaml: 4 operations, 2 idempotent; 19 files up to date ` + timing + "\n$")
+	summary = regexp.MustCompile(`^idemgen: openapi\.yaml: 4 operations, 2 idempotent; 21 files up to date ` + timing + "\n$")
 	if !summary.MatchString(stderr) {
 		t.Errorf("check printed\n%s\nwant a summary matching %s", stderr, summary)
 	}
@@ -306,8 +306,8 @@ func keyStore(t *testing.T) (string, *pgxpool.Pool) {
 func insertKeys(t *testing.T, pool *pgxpool.Pool, prefix string, n int, values string) {
 	t.Helper()
 	if _, err := pool.Exec(context.Background(), `INSERT INTO idempotency_keys
-		(scope, operation, key, fingerprint, status, locked_until, response_status, expires_at)
-		SELECT 'tenant', 'createOrder', $1 || '-' || i, 'fp', `+values+`
+		(scope, operation, key, fingerprint, derived, status, locked_until, response_status, expires_at)
+		SELECT 'tenant', 'createOrder', $1 || '-' || i, 'fp', false, `+values+`
 		FROM generate_series(1, $2::integer) AS i`, prefix, n); err != nil {
 		t.Fatal(err)
 	}

@@ -56,8 +56,8 @@ func seed(t *testing.T, pool *pgxpool.Pool) {
 		}
 		sql := fmt.Sprintf(`INSERT INTO idempotency_keys
 			(scope, operation, key, fingerprint, status, locked_until,
-			 response_status, response_headers, response_body, recovery_point, attempt, expires_at)
-			SELECT 'tenant-' || i %% 7, 'createPayment', '%s/' || i, 'fp', '%s', %s, %s, %s
+			 response_status, response_headers, response_body, recovery_point, attempt, expires_at, derived)
+			SELECT 'tenant-' || i %% 7, 'createPayment', '%s/' || i, 'fp', '%s', %s, %s, %s, false
 			FROM generate_series(1, $1::integer) AS i`,
 			st.name, st.status, st.lockedUntil, response, st.expiresAt)
 		if _, err := pool.Exec(context.Background(), sql, st.n); err != nil {
