@@ -289,7 +289,7 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 		close(s.janitorDone)
 	}()
 
-	log.Info("orders-api: listening", "url", s.URL, "psp_url", s.PSPURL, "work_delay", cfg.WorkDelay, "crash_at", cfg.CrashAt)
+	log.Info("orders-api: listening", "url", s.URL, "version", idem.Version(), "psp_url", s.PSPURL, "work_delay", cfg.WorkDelay, "crash_at", cfg.CrashAt)
 	return nil
 }
 

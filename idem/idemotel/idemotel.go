@@ -97,8 +97,10 @@ func New(opts Options) (*Tracer, error) {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	m := mp.Meter(ScopeName)
-	t := &Tracer{tracer: tp.Tracer(ScopeName)}
+	// The scope's version is the runtime's, so a rolling upgrade's two
+	// releases are told apart in the metrics and spans.
+	m := mp.Meter(ScopeName, metric.WithInstrumentationVersion(idem.Version()))
+	t := &Tracer{tracer: tp.Tracer(ScopeName, trace.WithInstrumentationVersion(idem.Version()))}
 	// Buckets for durations from a replay's lookup (a millisecond) to an
 	// attempt that holds its key for a lease (a minute).
 	buckets := metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)

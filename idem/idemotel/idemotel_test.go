@@ -187,6 +187,9 @@ func counts(t *testing.T, reader *sdkmetric.ManualReader) (map[string]int, metri
 	}
 	got := map[string]int{}
 	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name == idemotel.ScopeName && sm.Scope.Version != idem.Version() {
+			t.Errorf("the metrics' scope version is %q, want the runtime's, %q", sm.Scope.Version, idem.Version())
+		}
 		for _, m := range sm.Metrics {
 			if m.Name != idemotel.MetricRequests {
 				continue

@@ -71,6 +71,10 @@ type Harness[T any] struct {
 	// Reap runs the TTL reaper; Sweep, when set, the lease sweeper, which
 	// fails abandoned attempts.
 	Reap, Sweep func(t testing.TB)
+	// Migrate, when set, rolls the store's newest migration back and
+	// applies it again, as an upgrade and a rollback do while requests
+	// run.
+	Migrate func(t testing.TB)
 	// Now is the store's clock; nil is time.Now.
 	Now func() time.Time
 	// After reports what the store still holds once every client is done
@@ -325,7 +329,7 @@ func disturb[T any](ctx context.Context, t testing.TB, h Harness[T], seed uint64
 }
 
 // disturbOnce makes the TTL or lease of a random key pass, or runs the
-// reaper or the sweeper, or does nothing.
+// reaper, the sweeper, the completer or a migration, or does nothing.
 func disturbOnce[T any](t testing.TB, h Harness[T], rng *rand.Rand) {
 	id := idem.ID{Scope: scopes[rng.IntN(len(scopes))], Operation: []string{"createOrder", "createPayment"}[rng.IntN(2)], Key: keys[rng.IntN(len(keys))]}
 	switch n := rng.IntN(10); {
@@ -339,6 +343,8 @@ func disturbOnce[T any](t testing.TB, h Harness[T], rng *rand.Rand) {
 		h.Sweep(t)
 	case n < 9 && h.complete != nil:
 		h.complete(t)
+	case n == 9 && h.Migrate != nil && rng.IntN(4) == 0:
+		h.Migrate(t)
 	}
 }
 

@@ -51,6 +51,20 @@ func Postgres(t testing.TB, pool *pgxpool.Pool, opts PostgresOptions) Harness[pg
 			}
 		}
 	}
+	// Migrations run from a process of their own: a pool of their own.
+	migratorPool, err := pgxpool.New(ctx, pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	migrator, err := pgstore.NewMigrator(migratorPool, pgstore.MigrateOptions{LockTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var migrations atomic.Int64
+	t.Cleanup(func() {
+		migratorPool.Close()
+		t.Logf("the newest migration was rolled back and applied again %d times while clients ran", migrations.Load())
+	})
 	return Harness[pgx.Tx]{
 		Store:         store,
 		Transactional: true,
@@ -97,6 +111,18 @@ func Postgres(t testing.TB, pool *pgxpool.Pool, opts PostgresOptions) Harness[pg
 		Sweep: func(t testing.TB) {
 			if _, err := store.Sweep(ctx, pgstore.SweepOptions{AbandonedFor: 500 * time.Millisecond, Fail: true, Logger: quiet}); err != nil {
 				t.Errorf("sweep: %v", err)
+			}
+		},
+		// A rolling upgrade's migration and a rollback's, while clients
+		// run: the newest migration rolled back and applied again, each
+		// waiting its lock timeout behind busy attempts and retrying.
+		Migrate: func(t testing.TB) {
+			migrations.Add(1)
+			if _, err := migrator.Down(ctx, migrator.Latest()-1); err != nil {
+				t.Errorf("migrate down: %v", err)
+			}
+			if _, err := migrator.Up(ctx, 0); err != nil {
+				t.Errorf("migrate up: %v", err)
 			}
 		},
 		After: func(t testing.TB) []string {
