@@ -66,9 +66,38 @@ type Migrations struct {
 	// has not written to Dir before; the next ones follow it. Zero numbers
 	// them after the highest version in Dir, or, for dbmate, by the time.
 	Version uint64 `yaml:"version"`
+	// LockTimeout is the lock_timeout each generated migration sets for
+	// its own transaction, a Go duration: the migration tools apply the
+	// files without retries, so a migration behind a long transaction on
+	// the key table fails after it, to be run again, rather than queue
+	// every request behind its lock. Defaults to DefaultMigrationLockTimeout;
+	// "0" leaves the session's own.
+	LockTimeout string `yaml:"lock-timeout"`
 
 	// now gives dbmate's timestamps; nil is time.Now.
 	now func() time.Time
+}
+
+// DefaultMigrationLockTimeout is Migrations.LockTimeout's default.
+const DefaultMigrationLockTimeout = 2 * time.Second
+
+// lockTimeout is LockTimeout as PostgreSQL spells it: "2s", or ""
+// for none.
+func (m Migrations) lockTimeout() (string, error) {
+	d := DefaultMigrationLockTimeout
+	if m.LockTimeout != "" {
+		var err error
+		if d, err = time.ParseDuration(m.LockTimeout); err != nil || d < 0 || (d > 0 && d < time.Millisecond) {
+			return "", fmt.Errorf("migrations.lock-timeout %q is not a duration of a millisecond or more, such as 2s; 0 leaves the session's lock_timeout", m.LockTimeout)
+		}
+	}
+	switch {
+	case d == 0:
+		return "", nil
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second), nil
+	}
+	return fmt.Sprintf("%dms", d.Milliseconds()), nil
 }
 
 // Queries say where the sqlc query file is written.
@@ -181,6 +210,9 @@ func (c *Config) complete() error {
 	}
 	if !slices.Contains(migrationFormats, c.Migrations.Format) {
 		problems = append(problems, fmt.Sprintf("migrations.format %q is unknown; expected one of %s", c.Migrations.Format, strings.Join(migrationFormats, ", ")))
+	}
+	if _, err := c.Migrations.lockTimeout(); err != nil {
+		problems = append(problems, err.Error())
 	}
 	if c.Queries.Dir == "" {
 		c.Queries.Dir = filepath.Join(c.Output.Dir, "queries")

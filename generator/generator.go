@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"text/template"
 
 	"github.com/idemgen/idemgen/generator/annotation"
@@ -220,7 +221,9 @@ func (r *Result) Check(dir string) error {
 		default:
 			continue
 		}
-		if f.Migration {
+		// A changed migration file was applied already, under its
+		// number; only a new one must be applied.
+		if f.Migration && strings.HasSuffix(stale[len(stale)-1], " (missing)") {
 			migrations = append(migrations, path)
 		}
 	}
@@ -238,7 +241,8 @@ func (r *Result) Check(dir string) error {
 // StaleError lists the stale files; it matches ErrStale.
 type StaleError struct {
 	Files []string
-	// Migrations are the key-store migrations among them, new or changed.
+	// Migrations are the new key-store migrations among them: those a
+	// deployment must apply before the new output serves.
 	Migrations []string
 }
 
@@ -249,7 +253,7 @@ func (e *StaleError) Error() string {
 	}
 	msg += "\nrun `go generate` (or `idemgen generate`) and commit the result"
 	if len(e.Migrations) > 0 {
-		msg += fmt.Sprintf("; %d of them are key-store migrations: apply them (`idemgen migrate up`, pgstore.Migrate, or your migration tool) before a binary built from the new output serves, as docs/UPGRADING.md says", len(e.Migrations))
+		msg += fmt.Sprintf("; %d of them are new key-store migrations: apply them (`idemgen migrate up`, pgstore.Migrate, or your migration tool) before a binary built from the new output serves, as docs/UPGRADING.md says", len(e.Migrations))
 	}
 	return msg
 }

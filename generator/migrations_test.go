@@ -278,3 +278,41 @@ func TestMigrationWidth(t *testing.T) {
 		}
 	}
 }
+
+// Each generated migration bounds its own lock waits, since the migration
+// tools apply it without retries: migrations.lock-timeout, 2s by default,
+// or none with 0; a value that is not a duration is a config error.
+func TestMigrationLockTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		lockTimeout, want string
+	}{
+		{"", "SET LOCAL lock_timeout = '2s';"},
+		{"1500ms", "SET LOCAL lock_timeout = '1500ms';"},
+		{"0", ""},
+	} {
+		for _, format := range generator.MigrationFormats() {
+			files, _, err := generator.MigrationFiles(t.TempDir(), generator.Migrations{Dir: "m", Format: format, LockTimeout: tt.lockTimeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range files {
+				got := strings.Count(string(f.Content), "SET LOCAL lock_timeout")
+				want := 0
+				if tt.want != "" {
+					// Both directions of a file that holds both.
+					want = 1
+					if !strings.HasSuffix(f.Path, ".up.sql") && !strings.HasSuffix(f.Path, ".down.sql") {
+						want = 2
+					}
+				}
+				if got != want || (tt.want != "" && !strings.Contains(string(f.Content), tt.want)) {
+					t.Errorf("lock-timeout %q, %s: %s sets lock_timeout %d times, want %d of %q", tt.lockTimeout, format, f.Path, got, want, tt.want)
+				}
+			}
+		}
+	}
+	_, _, err := generator.MigrationFiles(t.TempDir(), generator.Migrations{Dir: "m", LockTimeout: "soon"})
+	if !errors.Is(err, generator.ErrConfig) || !strings.Contains(err.Error(), "migrations.lock-timeout") {
+		t.Errorf("lock-timeout soon: %v, want a config error naming migrations.lock-timeout", err)
+	}
+}

@@ -96,6 +96,10 @@ func MigrationFiles(root string, m Migrations) (files []File, stale []string, er
 	if err != nil {
 		return nil, nil, err
 	}
+	lockTimeout, err := m.lockTimeout()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
 	for _, name := range names {
 		upSQL, err := readTrimmed(schema.FS, name+".up.sql")
 		if err != nil {
@@ -108,7 +112,7 @@ func MigrationFiles(root string, m Migrations) (files []File, stale []string, er
 		_, rest, _ := strings.Cut(name, "_")
 		base := versions[name] + "_" + rest
 		if m.Format == FormatGoose || m.Format == FormatTern || m.Format == FormatDbmate {
-			out, err := render(m.Format+".sql.tmpl", map[string]string{"Name": name, "Up": upSQL, "Down": downSQL})
+			out, err := render(m.Format+".sql.tmpl", map[string]string{"Name": name, "Up": upSQL, "Down": downSQL, "LockTimeout": lockTimeout})
 			if err != nil {
 				return nil, nil, err
 			}
@@ -119,7 +123,7 @@ func MigrationFiles(root string, m Migrations) (files []File, stale []string, er
 			{name + ".up.sql", base + ".up.sql", upSQL},
 			{name + ".down.sql", base + ".down.sql", downSQL},
 		} {
-			out, err := render("migration.sql.tmpl", map[string]string{"Name": f.schema, "SQL": f.sql})
+			out, err := render("migration.sql.tmpl", map[string]string{"Name": f.schema, "SQL": f.sql, "LockTimeout": lockTimeout})
 			if err != nil {
 				return nil, nil, err
 			}

@@ -193,7 +193,7 @@ func TestFlagErrors(t *testing.T) {
 		{
 			name:   "unknown key, nothing close",
 			config: "spec: openapi.yaml\noutput:\n  dir: gen\nmigrations:\n  tool: goose\n",
-			want:   `{config}:5: unknown key "tool" in migrations; expected one of: dir, format, version; see ` + "`idemgen help config`",
+			want:   `{config}:5: unknown key "tool" in migrations; expected one of: dir, format, version, lock-timeout; see ` + "`idemgen help config`",
 		},
 		{
 			name:   "two mistakes",

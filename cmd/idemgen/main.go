@@ -282,6 +282,7 @@ const configHelp = `idemgen.yaml (paths are relative to this file):
     dir: gen/migrations       # default: <output.dir>/migrations
     format: golang-migrate    # golang-migrate (NNNN_x.up.sql / .down.sql), goose, tern or dbmate; numbered after the dir's own, in their width
     version: 0                # optional: the first version for migrations new to the dir (dbmate's default: the time)
+    lock-timeout: 2s          # the lock_timeout each migration sets: a busy key table fails it, to run again, instead of stalling requests; 0: the session's
   queries:
     dir: gen/queries          # the key store's sqlc queries; default: <output.dir>/queries
   oapi-codegen:
@@ -472,11 +473,15 @@ func migrationsCommand(fs *flag.FlagSet) func(args []string, stdout, stderr io.W
 	dir := fs.String("dir", "migrations", "write the migrations to `dir`")
 	version := fs.Uint64("version", 0, "number the migrations new to the directory from `n` (default: after the highest version there; for dbmate, the time)")
 	quiet := fs.Bool("q", false, "print nothing but errors")
+	lockTimeout := fs.String("lock-timeout", generator.DefaultMigrationLockTimeout.String(), "the lock_timeout each migration sets for its transaction, a `duration`: a busy key table fails it, to be run again, rather than stall requests; 0 leaves the session's own")
 	return func(args []string, stdout, stderr io.Writer) int {
 		if len(args) > 0 {
 			return usageError(stderr, "migrations", fmt.Sprintf("unexpected arguments %q", args))
 		}
-		files, stale, err := generator.MigrationFiles("", generator.Migrations{Dir: *dir, Format: string(format), Version: *version})
+		if d, err := time.ParseDuration(*lockTimeout); err != nil || d < 0 {
+			return usageError(stderr, "migrations", fmt.Sprintf("invalid value %q for -lock-timeout: want a duration such as 2s, or 0", *lockTimeout))
+		}
+		files, stale, err := generator.MigrationFiles("", generator.Migrations{Dir: *dir, Format: string(format), Version: *version, LockTimeout: *lockTimeout})
 		if ve := (*generator.VersionError)(nil); errors.As(err, &ve) {
 			return usageError(stderr, "migrations", fmt.Sprintf("invalid value %d for -version: %s", ve.Version, ve.Reason()))
 		}
