@@ -13,7 +13,11 @@ package upgrade
 // The release process bumps both when it tags a release: once vX.Y.Z is
 // tagged, PreviousRelease becomes vX.Y.Z and PreviousCommit its commit,
 // so that the next release is tested against the one users run.
+// PreviousMigration is the newest key-store migration PreviousRelease
+// knows: `idemgen migrate down -to PreviousMigration` takes a database
+// back to its schema.
 const (
-	PreviousRelease = "v0.1.0"
-	PreviousCommit  = "82e2559adcf2b293b7cbdc0779e15f7508ede239"
+	PreviousRelease   = "v0.1.0"
+	PreviousCommit    = "82e2559adcf2b293b7cbdc0779e15f7508ede239"
+	PreviousMigration = 8
 )
