@@ -136,7 +136,7 @@ func TestMigrationsUnderTraffic(t *testing.T) {
 	go func() {
 		migrated <- orders.MigrateWith(ctx, admin, pgstore.MigrateOptions{LockTimeout: lockTimeout, Logger: retrySignal(retries)})
 	}()
-	waitForLockWait(ctx, t, admin, "ALTER TABLE idempotency_keys")
+	pgtest.WaitForLockWait(ctx, t, admin, "ALTER TABLE idempotency_keys")
 	began := time.Now()
 	// Requests go on while the table is held and the migration retries.
 	waitAnswered(answered.Load()+40, "while the migration waits")
@@ -188,25 +188,3 @@ func (h retryHandler) Handle(_ context.Context, r slog.Record) error {
 }
 func (h retryHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h retryHandler) WithGroup(string) slog.Handler      { return h }
-
-// waitForLockWait returns once a session running a statement that
-// contains query waits for a lock.
-func waitForLockWait(ctx context.Context, t *testing.T, pool *pgxpool.Pool, query string) {
-	t.Helper()
-	for {
-		var waiting bool
-		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND position($1 IN query) > 0 AND pid <> pg_backend_pid())`, query).Scan(&waiting)
-		if err != nil {
-			t.Fatalf("waiting for %q to wait for a lock: %v", query, err)
-		}
-		if waiting {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no session ran %q waiting for a lock", query)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-}

@@ -452,7 +452,18 @@ func servable(applied []appliedMigration, latest migration) error {
 }
 
 func appliedVersions(ctx context.Context, tx pgx.Tx) ([]appliedMigration, error) {
-	rows, err := tx.Query(ctx, `SELECT version, name, applied_at, coalesce(compatible_from, 0) FROM idemgen_schema_migrations ORDER BY version`)
+	// A version table from before compatible_from has none: Status
+	// reads it as it is, without adding the column.
+	var has bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute
+		WHERE attrelid = 'idemgen_schema_migrations'::regclass AND attname = 'compatible_from' AND NOT attisdropped)`).Scan(&has); err != nil {
+		return nil, fmt.Errorf("pgstore: migrate: read applied versions: %w", err)
+	}
+	compatible := "0"
+	if has {
+		compatible = "coalesce(compatible_from, 0)"
+	}
+	rows, err := tx.Query(ctx, `SELECT version, name, applied_at, `+compatible+` FROM idemgen_schema_migrations ORDER BY version`)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: migrate: read applied versions: %w", err)
 	}

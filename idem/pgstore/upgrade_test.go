@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/idem/pgstore"
+	"github.com/idemgen/idemgen/internal/pgtest"
 )
 
 // functionDefs reads the key store's functions as the database holds
@@ -184,7 +185,7 @@ func TestMigratorWaitsForBusyTable(t *testing.T) {
 	var upErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { applied, upErr = busy.Up(ctx, 0) })
-	waitForLockWait(ctx, t, pool, "ALTER TABLE idempotency_keys")
+	pgtest.WaitForLockWait(ctx, t, pool, "ALTER TABLE idempotency_keys")
 	// The migration waits for its lock; a lookup sent now queues behind it.
 	start := time.Now()
 	var n int
@@ -206,28 +207,6 @@ func TestMigratorWaitsForBusyTable(t *testing.T) {
 		t.Fatalf("Up = %+v, want the newest migration applied after a retry", applied)
 	}
 	t.Logf("a lookup queued behind the migration waited %s (lock timeout %s); applied after %d retries", waited, lockTimeout, applied[0].Retries)
-}
-
-// waitForLockWait returns once a session running a statement that
-// contains query waits for a lock.
-func waitForLockWait(ctx context.Context, t *testing.T, pool *pgxpool.Pool, query string) {
-	t.Helper()
-	for {
-		var waiting bool
-		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND position($1 IN query) > 0 AND pid <> pg_backend_pid())`, query).Scan(&waiting)
-		if err != nil {
-			t.Fatalf("waiting for %q to wait for a lock: %v", query, err)
-		}
-		if waiting {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no session ran %q waiting for a lock", query)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
 }
 
 // A migration that never gets its lock fails with ErrMigrationLocked,
@@ -284,3 +263,34 @@ func (h signalHandler) Handle(_ context.Context, r slog.Record) error {
 }
 func (h signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h signalHandler) WithGroup(string) slog.Handler      { return h }
+
+// Status reads a version table written before compatible_from existed
+// without changing it.
+func TestMigratorStatusOfAnOlderVersionTable(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, nil)
+	if _, err := pool.Exec(ctx, `ALTER TABLE idemgen_schema_migrations DROP COLUMN compatible_from`); err != nil {
+		t.Fatal(err)
+	}
+	m, err := pgstore.NewMigrator(pool, pgstore.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := m.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st {
+		if s.Applied.IsZero() {
+			t.Errorf("Status reads %s as pending", s.Name)
+		}
+	}
+	var has bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = 'idemgen_schema_migrations' AND column_name = 'compatible_from')`).Scan(&has); err != nil || has {
+		t.Errorf("Status added compatible_from (%v)", err)
+	}
+	// Up adds it, and applies nothing.
+	if done, err := m.Up(ctx, 0); err != nil || len(done) != 0 {
+		t.Errorf("Up = %v, %v; want nothing applied", done, err)
+	}
+}

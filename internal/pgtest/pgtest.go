@@ -511,3 +511,26 @@ func withDatabase(admin, name string) (string, error) {
 	// In keyword/value strings a later keyword overrides an earlier one.
 	return admin + " dbname=" + name, nil
 }
+
+// WaitForLockWait returns once another session, running a statement that
+// contains query, waits for a lock: the moment a test wants to send what
+// would queue behind it. It fails t when ctx ends first.
+func WaitForLockWait(ctx context.Context, t testing.TB, pool *pgxpool.Pool, query string) {
+	t.Helper()
+	for {
+		var waiting bool
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND position($1 IN query) > 0 AND pid <> pg_backend_pid())`, query).Scan(&waiting)
+		if err != nil {
+			t.Fatalf("waiting for %q to wait for a lock: %v", query, err)
+		}
+		if waiting {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no session ran %q waiting for a lock", query)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
