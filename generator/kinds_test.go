@@ -293,6 +293,48 @@ func NewService() IdempotentServer[memstore.NoTx] {
 	return &service{entered: make(chan struct{}, 1), release: make(chan struct{})}
 }
 
+// TestMediaTypes: an annotated operation parses the Content-Type (type
+// and subtype case-insensitive, parameters apart) and matches it exactly,
+// as its unannotated twin accepts it; a look-alike type is a 415 and runs
+// nothing.
+func TestMediaTypes(t *testing.T) {
+	svc := &service{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	srv := httptest.NewServer(newHandler(svc, memstore.New(memstore.Options{}), IdempotentHandlerOptions{Options: idem.Options{Logger: slog.New(slog.DiscardHandler)}}))
+	defer srv.Close()
+	for i, tc := range []struct {
+		ct   string
+		want int
+	}{
+		{"APPLICATION/JSON", 201},
+		{"application/JSON; charset=utf-8", 201},
+		{"Application/Json;charset=\"utf-8\"", 201},
+		{"application/jsonfoo", 415},
+		{"application/json5", 415},
+		{"application/vnd.api+json", 415},
+	} {
+		body := fmt.Sprintf("{\"amount_cents\": 100, \"currency\": \"EUR\", \"customer_id\": \"c%d\"}", i)
+		req, err := http.NewRequest("POST", srv.URL+"/orders", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", tc.ct)
+		req.Header.Set("X-Account-Id", "a1")
+		req.Header.Set("Idempotency-Key", fmt.Sprintf("mt%d", i))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("Content-Type %q: %d %s, want %d", tc.ct, resp.StatusCode, b, tc.want)
+		}
+	}
+	if got := svc.runs.Load(); got != 3 {
+		t.Errorf("createOrder ran %d times, want 3: once per accepted media type", got)
+	}
+}
+
 // TestBodyLimitOnAnnotatedOnly: MaxBodyBytes bounds the bodies of
 // annotated operations, which the protocol buffers whole, and leaves the
 // others' to the user's own middlewares.

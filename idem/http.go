@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strings"
 )
@@ -141,11 +142,16 @@ func boundStream(w http.ResponseWriter, r *http.Request, limit int64, g *Gate) b
 }
 
 // CheckContentType checks that r's body, if it has one, is of one of the
-// media types accept lists, as the generated strict handler tells them
-// apart (the Content-Type header begins with it), or answers w with a 415
-// problem naming them and returns false. With no accept, any body passes:
-// the operation takes none, and its handler never reads it. A request of
-// declared length 0 has no body.
+// media types accept lists, or answers w with a 415 problem naming them
+// and returns false. The Content-Type is parsed as RFC 9110 says: type
+// and subtype match case-insensitively and exactly (application/json5 is
+// not application/json; a +json type passes only where accept lists it,
+// or a range such as application/* covers it), and parameters stand
+// apart. A body that passes has its Content-Type rewritten to the
+// declared media type, parameters kept, since the generated strict
+// handler tells the types apart by prefix. With no accept, any body
+// passes: the operation takes none, and its handler never reads it. A
+// request of declared length 0 has no body.
 func CheckContentType(w http.ResponseWriter, r *http.Request, accept ...string) bool {
 	return checkContentType(w, r, nil, accept)
 }
@@ -155,13 +161,38 @@ func checkContentType(w http.ResponseWriter, r *http.Request, g *Gate, accept []
 		return true
 	}
 	ct := r.Header.Get("Content-Type")
+	declared, params, ok := matchMediaType(ct, accept)
+	if !ok {
+		g.refuse(w, r, unsupportedMediaType(ct, accept))
+		return false
+	}
+	if normal := mime.FormatMediaType(declared, params); normal != "" && normal != ct {
+		r.Header.Set("Content-Type", normal)
+	}
+	return true
+}
+
+// matchMediaType returns the media type of accept that the Content-Type
+// ct names, with ct's parameters: the declared spelling for an exact
+// match, ct's own type, lowercased, for a range (type/* or */*).
+func matchMediaType(ct string, accept []string) (string, map[string]string, bool) {
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return "", nil, false
+	}
+	typ, _, _ := strings.Cut(mt, "/")
 	for _, a := range accept {
-		if strings.HasPrefix(ct, a) {
-			return true
+		if am, _, err := mime.ParseMediaType(a); err == nil {
+			a = am // a spec's media type with parameters, lowercased
+		}
+		switch a = strings.ToLower(a); {
+		case a == mt:
+			return a, params, true
+		case a == "*/*", strings.HasSuffix(a, "/*") && strings.TrimSuffix(a, "/*") == typ:
+			return mt, params, true
 		}
 	}
-	g.refuse(w, r, unsupportedMediaType(ct, accept))
-	return false
+	return "", nil, false
 }
 
 // Gate is what the generated handler checks on an annotated operation's
@@ -264,13 +295,8 @@ func (g *Gate) streams(r *http.Request) bool {
 	if len(g.JSON) == len(g.Accept) {
 		return true
 	}
-	ct := r.Header.Get("Content-Type")
-	for _, t := range g.JSON {
-		if strings.HasPrefix(ct, t) {
-			return true
-		}
-	}
-	return false
+	_, _, ok := matchMediaType(r.Header.Get("Content-Type"), g.JSON)
+	return ok
 }
 
 func writeProblem(w http.ResponseWriter, shape ProblemShape, p *Problem) {

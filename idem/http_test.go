@@ -263,6 +263,54 @@ func TestCheckContentType(t *testing.T) {
 	}
 }
 
+// Media types are parsed, not compared as prefixes (RFC 9110): type and
+// subtype match case-insensitively and exactly, parameters stand apart,
+// a +json type passes only where it is declared or a range covers it.
+// A body that passes reaches the handler under the declared spelling,
+// its parameters kept, since the strict handler picks a decoder by
+// prefix.
+func TestMediaTypeMatching(t *testing.T) {
+	json := []string{"application/json"}
+	for _, tc := range []struct {
+		ct     string
+		accept []string
+		pass   bool
+		sent   string // the Content-Type the handler sees
+	}{
+		{"application/json", json, true, "application/json"},
+		{"APPLICATION/JSON", json, true, "application/json"},
+		{"application/JSON; charset=utf-8", json, true, "application/json; charset=utf-8"},
+		{"Application/Json ; Charset=UTF-8", json, true, "application/json; charset=UTF-8"},
+		{"application/jsonfoo", json, false, ""},
+		{"application/json5", json, false, ""},
+		{"application/json-patch+json", json, false, ""},
+		{"application/merge-patch+json", []string{"application/merge-patch+json"}, true, "application/merge-patch+json"},
+		{"application/vnd.api+json", []string{"application/*"}, true, "application/vnd.api+json"},
+		{"text/plain", []string{"*/*"}, true, "text/plain"},
+		{"text/plain", []string{"application/*"}, false, ""},
+		{"application/", json, false, ""}, // malformed
+		{"multipart/form-data; boundary=XyZ", []string{"multipart/form-data"}, true, "multipart/form-data; boundary=XyZ"},
+		{"application/json", []string{"Application/JSON; charset=utf-8"}, true, "application/json"},
+	} {
+		r := httptest.NewRequest("POST", "/orders", strings.NewReader("{}"))
+		r.Header.Set("Content-Type", tc.ct)
+		w := httptest.NewRecorder()
+		if got := idem.CheckContentType(w, r, tc.accept...); got != tc.pass {
+			t.Errorf("Content-Type %q, accept %q: %v, want %v", tc.ct, tc.accept, got, tc.pass)
+			continue
+		}
+		if !tc.pass {
+			if w.Code != 415 {
+				t.Errorf("Content-Type %q: answered %d, want 415", tc.ct, w.Code)
+			}
+			continue
+		}
+		if got := r.Header.Get("Content-Type"); got != tc.sent {
+			t.Errorf("Content-Type %q, accept %q: the handler sees %q, want %q", tc.ct, tc.accept, got, tc.sent)
+		}
+	}
+}
+
 // A body ReadBody buffered is let go by EndBody, whatever follows its value.
 func TestEndBodyReleasesTheBuffer(t *testing.T) {
 	r := httptest.NewRequest("POST", "/orders", strings.NewReader(`{"a": 1}`+strings.Repeat(" ", 100)))
