@@ -177,7 +177,10 @@ func checkContentType(w http.ResponseWriter, r *http.Request, g *Gate, accept []
 // match, ct's own type, lowercased, for a range (type/* or */*).
 func matchMediaType(ct string, accept []string) (string, map[string]string, bool) {
 	mt, params, err := mime.ParseMediaType(ct)
-	if err != nil {
+	switch {
+	case errors.Is(err, mime.ErrInvalidMediaParameter):
+		params = nil // the type is sound; its malformed parameters are dropped
+	case err != nil:
 		return "", nil, false
 	}
 	typ, _, _ := strings.Cut(mt, "/")
@@ -209,6 +212,12 @@ type Gate struct {
 	// gate answers with the protocol's missing-key and invalid-key
 	// problems first.
 	KeyDeclared, KeyRequired bool
+	// ScopeHeader names the header parameter that scopes the operation's
+	// keys, when the spec says so. The parameters' binder would refuse a
+	// request without it, or with it twice, with a generic error before
+	// the protocol sees it, so the gate answers with the protocol's
+	// invalid-scope problem first.
+	ScopeHeader string
 	// Accept are the media types of the operation's request bodies, and
 	// JSON those of them that are JSON, decoded as they arrive; none when
 	// it takes no body. Any other body is read whole first, for its
@@ -243,6 +252,12 @@ func (g *Gate) Pass(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if !checkContentType(w, r, g, g.Accept) {
 		return false
+	}
+	if g.ScopeHeader != "" {
+		if detail := scopeHeaderInvalid(g.Operation, g.ScopeHeader, r.Header.Values(g.ScopeHeader)); detail != "" {
+			g.refuse(w, r, invalidScopeProblem(detail))
+			return false
+		}
 	}
 	if r.Body == nil || r.Body == http.NoBody {
 		// Nothing to bound; the gate rides on an empty body all the same,

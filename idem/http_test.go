@@ -288,7 +288,8 @@ func TestMediaTypeMatching(t *testing.T) {
 		{"application/vnd.api+json", []string{"application/*"}, true, "application/vnd.api+json"},
 		{"text/plain", []string{"*/*"}, true, "text/plain"},
 		{"text/plain", []string{"application/*"}, false, ""},
-		{"application/", json, false, ""}, // malformed
+		{"application/", json, false, ""},                                  // malformed
+		{"application/json; charset=\xff", json, true, "application/json"}, // its parameters malformed: dropped
 		{"multipart/form-data; boundary=XyZ", []string{"multipart/form-data"}, true, "multipart/form-data; boundary=XyZ"},
 		{"application/json", []string{"Application/JSON; charset=utf-8"}, true, "application/json"},
 	} {

@@ -9,9 +9,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -252,6 +254,14 @@ func serveFuzz(t *testing.T, h http.Handler, r *http.Request, input string) (a f
 	return fuzzAnswer{route: r.Pattern, status: w.Code, header: w.Header(), body: w.Body.Bytes()}
 }
 
+// isJSON reports a Content-Type of application/json as RFC 9110 reads it:
+// type and subtype case-insensitive, parameters apart (and malformed ones
+// ignored).
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return (err == nil || errors.Is(err, mime.ErrInvalidMediaParameter)) && mt == "application/json"
+}
+
 func checkFuzzAnswer(t *testing.T, r *http.Request, a fuzzAnswer, limit int64, body []byte, input string) {
 	t.Helper()
 	if slices.Contains([]int{301, 307, 308}, a.status) {
@@ -289,7 +299,7 @@ func checkFuzzAnswer(t *testing.T, r *http.Request, a fuzzAnswer, limit int64, b
 	}
 	// A body of a media type the operation does not declare is a 415,
 	// before anything else of the request is looked at; any other is not.
-	undeclared := r.ContentLength != 0 && !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json")
+	undeclared := r.ContentLength != 0 && !isJSON(r.Header.Get("Content-Type"))
 	if undeclared != (a.status == 415) {
 		t.Errorf("%s answered %d %s to a body with Content-Type %q\n  %s", op, a.status, a.body, r.Header.Get("Content-Type"), input)
 	}
