@@ -293,6 +293,48 @@ func NewService() IdempotentServer[memstore.NoTx] {
 	return &service{entered: make(chan struct{}, 1), release: make(chan struct{})}
 }
 
+// TestMissingScopeHeaderIsInvalidScope: the header that scopes the keys
+// (X-Account-Id) absent, empty, sent twice or joined by a proxy is the
+// protocol's invalid-scope problem, before the parameters' binder or any
+// store round trip, and nothing runs.
+func TestMissingScopeHeaderIsInvalidScope(t *testing.T) {
+	svc := &service{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	srv := httptest.NewServer(newHandler(svc, memstore.New(memstore.Options{}), IdempotentHandlerOptions{Options: idem.Options{Logger: slog.New(slog.DiscardHandler)}}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		name     string
+		accounts []string
+	}{
+		{"absent", nil},
+		{"empty", []string{""}},
+		{"twice", []string{"a1", "a2"}},
+		{"joined", []string{"a1, a2"}},
+	} {
+		req, err := http.NewRequest("POST", srv.URL+"/orders", strings.NewReader("{\"amount_cents\": 100, \"currency\": \"EUR\", \"customer_id\": \"c\"}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "scope-"+tc.name)
+		for _, a := range tc.accounts {
+			req.Header.Add("X-Account-Id", a)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var p idem.Problem
+		if err := json.Unmarshal(b, &p); err != nil || resp.StatusCode != 400 || p.Type != idem.TypeInvalidScope || !strings.Contains(p.Detail, "X-Account-Id") {
+			t.Errorf("scope header %s: %d %s, want 400 %s naming X-Account-Id", tc.name, resp.StatusCode, b, idem.TypeInvalidScope)
+		}
+	}
+	if got := svc.runs.Load(); got != 0 {
+		t.Errorf("createOrder ran %d times, want none", got)
+	}
+}
+
 // TestMediaTypes: an annotated operation parses the Content-Type (type
 // and subtype case-insensitive, parameters apart) and matches it exactly,
 // as its unannotated twin accepts it; a look-alike type is a 415 and runs
@@ -570,7 +612,7 @@ func TestProtocol(t *testing.T) {
 	if r := post("a1", ` + "`" + `{"amount_cents": "lots"}` + "`" + `, "k0"); r.status != 400 || r.typ != idem.TypeInvalidRequest {
 		t.Fatalf("body that does not decode: %+v", r)
 	}
-	if r := post("", order("c"), "k0"); r.status != 400 || r.header.Get("Content-Type") != "application/problem+json" || !strings.Contains(r.body, "X-Account-Id") {
+	if r := post("", order("c"), "k0"); r.status != 400 || r.typ != idem.TypeInvalidScope || r.header.Get("Content-Type") != "application/problem+json" || !strings.Contains(r.body, "X-Account-Id") {
 		t.Fatalf("no account header: %+v", r)
 	}
 	runs(0)

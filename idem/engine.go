@@ -456,18 +456,8 @@ func (e *Engine[T]) requestScope(ctx context.Context, r *http.Request, op *Opera
 		return scope, nil
 	}
 	values := r.Header.Values(op.ScopeHeader)
-	switch {
-	case len(values) == 0 || values[0] == "":
-		return "", e.invalidScope(fmt.Sprintf("Operation %s scopes its Idempotency-Keys by the %s header, which the request does not have. Send the %s header that identifies your account or tenant.", op.Name, op.ScopeHeader, op.ScopeHeader))
-	case len(values) > 1:
-		return "", e.invalidScope(fmt.Sprintf("The %s header, which scopes Idempotency-Keys, appears %d times. Send it exactly once.", op.ScopeHeader, len(values)))
-	case strings.Contains(values[0], ","):
-		// A proxy joins repeated header lines with commas: treated as the
-		// repeated lines they may have been.
-		return "", e.invalidScope(fmt.Sprintf("The %s header, which scopes Idempotency-Keys, holds more than one value joined by a comma, as a proxy joins repeated header lines. Send it exactly once, with one value.", op.ScopeHeader))
-	}
-	if why := scopeInvalid(values[0]); why != "" {
-		return "", e.invalidScope(fmt.Sprintf("The %s header, which scopes Idempotency-Keys, %s.", op.ScopeHeader, why))
+	if detail := scopeHeaderInvalid(op.Name, op.ScopeHeader, values); detail != "" {
+		return "", e.invalidScope(detail)
 	}
 	if e.scope == nil {
 		return values[0], nil
@@ -874,10 +864,34 @@ func (e *Engine[T]) scopeProblem(err error) *Response {
 }
 
 func (e *Engine[T]) invalidScope(detail string) *Response {
-	return e.render(&Problem{
+	return e.render(invalidScopeProblem(detail))
+}
+
+func invalidScopeProblem(detail string) *Problem {
+	return &Problem{
 		Type:   TypeInvalidScope,
 		Title:  "Invalid request scope",
 		Status: http.StatusBadRequest,
 		Detail: detail + " The request was not run.",
-	})
+	}
+}
+
+// scopeHeaderInvalid says what is wrong with the values of the header
+// that scopes operation's keys, or returns "": it must be there once,
+// with one value the store can hold.
+func scopeHeaderInvalid(operation, header string, values []string) string {
+	switch {
+	case len(values) == 0 || values[0] == "":
+		return fmt.Sprintf("Operation %s scopes its Idempotency-Keys by the %s header, which the request does not have. Send the %s header that identifies your account or tenant.", operation, header, header)
+	case len(values) > 1:
+		return fmt.Sprintf("The %s header, which scopes Idempotency-Keys, appears %d times. Send it exactly once.", header, len(values))
+	case strings.Contains(values[0], ","):
+		// A proxy joins repeated header lines with commas: treated as the
+		// repeated lines they may have been.
+		return fmt.Sprintf("The %s header, which scopes Idempotency-Keys, holds more than one value joined by a comma, as a proxy joins repeated header lines. Send it exactly once, with one value.", header)
+	}
+	if why := scopeInvalid(values[0]); why != "" {
+		return fmt.Sprintf("The %s header, which scopes Idempotency-Keys, %s.", header, why)
+	}
+	return ""
 }

@@ -241,7 +241,7 @@ func TestUndecodableRequestIs400BeforeAnyClaim(t *testing.T) {
 		})
 	}
 	t.Run("no account", func(t *testing.T) {
-		if r := e.post("", order, "k-bad"); r.status != 400 || r.problem(t).Type != idem.TypeInvalidRequest {
+		if r := e.post("", order, "k-bad"); r.status != 400 || r.problem(t).Type != idem.TypeInvalidScope {
 			t.Fatalf("got %d %s", r.status, r.body)
 		}
 	})

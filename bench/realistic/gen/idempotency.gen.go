@@ -124,9 +124,10 @@ type bodyGate struct {
 // registers them on the std-http router, after the BaseURL.
 var idempotentRoutes = map[string]bodyGate{
 	"POST /realistic/orders": {annotated: 33554432, fallback: idem.DefaultMaxJSONBodyBytes, gate: idem.Gate{
-		Operation: "createRealisticOrder",
-		Accept:    []string{"application/json"},
-		JSON:      []string{"application/json"},
+		Operation:   "createRealisticOrder",
+		ScopeHeader: "X-Account-Id",
+		Accept:      []string{"application/json"},
+		JSON:        []string{"application/json"},
 	}},
 }
 

@@ -214,14 +214,16 @@ type bodyGate struct {
 // registers them on the chi router, after the BaseURL.
 var idempotentRoutes = map[string]bodyGate{
 	"POST /orders": {fallback: idem.DefaultMaxJSONBodyBytes, gate: idem.Gate{
-		Operation: "createOrder",
-		Accept:    []string{"application/json"},
-		JSON:      []string{"application/json"},
+		Operation:   "createOrder",
+		ScopeHeader: "X-Account-Id",
+		Accept:      []string{"application/json"},
+		JSON:        []string{"application/json"},
 	}},
 	"POST /payments": {annotated: 65536, fallback: idem.DefaultMaxJSONBodyBytes, gate: idem.Gate{
-		Operation: "createPayment",
-		Accept:    []string{"application/json"},
-		JSON:      []string{"application/json"},
+		Operation:   "createPayment",
+		ScopeHeader: "X-Account-Id",
+		Accept:      []string{"application/json"},
+		JSON:        []string{"application/json"},
 	}},
 }
 

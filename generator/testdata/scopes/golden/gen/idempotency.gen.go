@@ -137,12 +137,14 @@ var idempotentRoutes = map[string]bodyGate{
 		JSON:      []string{"application/json"},
 	}},
 	"POST /widgets": {fallback: idem.DefaultMaxJSONBodyBytes, gate: idem.Gate{
-		Operation: "createWidget",
-		Accept:    []string{"application/json"},
-		JSON:      []string{"application/json"},
+		Operation:   "createWidget",
+		ScopeHeader: "X-Tenant-Id",
+		Accept:      []string{"application/json"},
+		JSON:        []string{"application/json"},
 	}},
 	"POST /widgets/{id}/copies": {fallback: idem.DefaultMaxJSONBodyBytes, gate: idem.Gate{
-		Operation: "copyWidget",
+		Operation:   "copyWidget",
+		ScopeHeader: "X-Tenant-Id",
 	}},
 }
 
