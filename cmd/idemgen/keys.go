@@ -55,7 +55,7 @@ answers replays from Redis too: forget it there with -redis-url (and
 place of the key's entry. Without it the filter may go on replaying the
 forgotten response until the entry's TTL, at most the key's, runs out;
 running forget again with -redis-url then removes the entry, though the
-key is gone from PostgreSQL already.
+key is gone from PostgreSQL, or emptied, already.
 
 A key a live attempt holds is not forgotten without -force. With -force, a
 phased attempt is fenced off: its later phases fail with lease lost (a phase
@@ -243,7 +243,7 @@ func runKeys(sub string, o keysOptions, stdout, stderr io.Writer) int {
 	if o.json {
 		return printJSON(stdout, stderr, cmd, forgottenJSON(k, o.force))
 	}
-	printForgotten(stdout, k, o.force)
+	printForgotten(stdout, k, o.force, o.redisURL != "")
 	return 0
 }
 
@@ -398,13 +398,16 @@ func printShown(w io.Writer, d pgstore.KeyDetail, maxBody int) {
 	}
 }
 
-func printForgotten(w io.Writer, k pgstore.KeyInfo, force bool) {
+func printForgotten(w io.Writer, k pgstore.KeyInfo, force, filtered bool) {
 	name := fmt.Sprintf("%s of %s in scope %s (hash %s)", escape(k.Key), escape(k.Operation), escape(k.Scope), k.Hash)
-	switch action := forgetAction(k); action {
-	case "none":
+	switch action := forgetAction(k); {
+	case action == "none" && filtered:
+		fmt.Fprintf(w, "key %s had expired already, in generation %d: the next request with it runs as new, in generation %d; its row is unchanged, and its entry in the replay filter, if any, was dropped\n",
+			name, k.Generation, k.Generation+1)
+	case action == "none":
 		fmt.Fprintf(w, "key %s had expired already, in generation %d: the next request with it runs as new, in generation %d; nothing changed\n",
 			name, k.Generation, k.Generation+1)
-	case "deleted":
+	case action == "deleted":
 		fmt.Fprintf(w, "forgot key %s, %s: the next request with it runs as new (its attempts derived no key, so its row was deleted)\n",
 			name, was(k))
 	default:

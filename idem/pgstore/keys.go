@@ -304,6 +304,11 @@ func (s *Store) ForgetKey(ctx context.Context, id idem.ID, opts ForgetOptions) (
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	k, action, err := forget(ctx, s.q.WithTx(tx), id, opts.Force)
 	switch {
+	case err == nil && s.filter != nil && action == "none":
+		// Emptied already, by a forget without the filter or by the
+		// reaper: its entry, if any, was filled before, and its row no
+		// longer says how long that entry may last. Drop it.
+		err = s.filter.drop(ctx, id)
 	case err == nil && s.filter != nil:
 		// Before the commit, so that a replay that read the row before it
 		// is forgotten cannot put its entry back, and a filter that fails

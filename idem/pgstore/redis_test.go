@@ -289,6 +289,41 @@ func TestForgetWithoutFilterThenWithIt(t *testing.T) {
 	}
 }
 
+// TestForgetDerivedKeyWithFilter: a key whose attempts derived keys (a
+// payment's) is emptied, not deleted, when forgotten; forgotten first
+// without the filter, then with it, the second forget finds the row
+// emptied already and must still drop the entry, which would otherwise
+// replay the old answer for the rest of its TTL.
+func TestForgetDerivedKeyWithFilter(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := redistest.Client(t)
+	f := newFiltered(t, rdb, prefix, redisfilter.Options{})
+	id := idem.ID{Scope: "a", Operation: "createOrder", Key: "k1"}
+	first, _ := f.serve("a", "k1", "fp")
+	f.serve("a", "k1", "fp") // fills
+	if len(f.entries()) != 1 {
+		t.Fatalf("entries %v, want k1's", f.entries())
+	}
+	// As a phased attempt, or one that derived a key, leaves its row.
+	if _, err := f.pool.Exec(ctx, `UPDATE idempotency_keys SET derived = true WHERE key = 'k1'`); err != nil {
+		t.Fatal(err)
+	}
+	k, err := pgstore.New(f.pool, pgstore.Options{}).ForgetKey(ctx, id, pgstore.ForgetOptions{})
+	if err != nil || !k.Derived {
+		t.Fatalf("forget without the filter: %+v, %v", k, err)
+	}
+	if got, end := f.serve("a", "k1", "fp"); end.Filter != idem.FilterHit || !sameResponse(got, first) {
+		t.Fatalf("forgotten without the filter: filter %s; want the entry still replayed", end.Filter)
+	}
+	if _, err := f.store.ForgetKey(ctx, id, pgstore.ForgetOptions{}); err != nil {
+		t.Fatalf("forget the emptied key with the filter: %v", err)
+	}
+	again, end := f.serve("a", "k1", "fp")
+	if end.Outcome != idem.OutcomeFirst || end.Filter == idem.FilterHit || f.runs.Load() != 2 || sameResponse(again, first) {
+		t.Fatalf("after forgetting with the filter: outcome %s, filter %s, runs %d; want a first execution", end.Outcome, end.Filter, f.runs.Load())
+	}
+}
+
 // TestRedisFilterReplaysPhased: a phased operation's key is 409 from
 // PostgreSQL while its attempt runs, whatever the filter holds; once
 // completed, its replays fill the filter and are answered from it, and
