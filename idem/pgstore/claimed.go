@@ -30,6 +30,9 @@ var _ idem.LookupClaimer[pgx.Tx] = (*Store)(nil)
 // and one that finds no turn within AttemptConns free in lookupTurnWait,
 // since replays must not queue behind running attempts.
 func (s *Store) LookupClaim(ctx context.Context, id idem.ID, c idem.Claim) (idem.Record, idem.Txn[pgx.Tx], error) {
+	if rec, ok := s.heldHere(id); ok {
+		return rec, nil, nil
+	}
 	if (s.pool == nil && s.conn == nil) || s.txClaims.Load() {
 		rec, err := s.Lookup(ctx, id)
 		return rec, nil, err
@@ -57,6 +60,7 @@ func (s *Store) LookupClaim(ctx context.Context, id idem.ID, c idem.Claim) (idem
 		rec, err := s.record(ctx, id, row, sent)
 		return rec, nil, err
 	}
+	conn.release = s.hold(id, nil, c.Lease, conn.release)
 	t := &claimed{
 		s: s, c: conn, tx: &lazyTx{conn: conn.conn}, lock: lock,
 		row: dbsqlc.StoreResponseParams{

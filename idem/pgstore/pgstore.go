@@ -36,6 +36,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,7 +61,12 @@ type Options struct {
 	// and phases, each holding one for its handler) may hold at once, so
 	// that the protocol's own reads (replays, 409s, 422s) never queue
 	// behind running attempts. Zero: with a *pgxpool.Pool, its MaxConns
-	// less a quarter, at least one kept for reads; otherwise no bound.
+	// less a quarter, at least one kept for reads; otherwise no bound. A
+	// pool of one connection keeps none: while an attempt holds it, a
+	// duplicate of that attempt's key is still answered at once, from
+	// what this process knows of its own attempts (409, or 422 for
+	// another request under a phased key), and a request for another key
+	// waits for the connection up to AcquireTimeout.
 	AttemptConns int
 	// AcquireTimeout bounds how long a request waits for a connection, or
 	// for a turn within AttemptConns, before it is answered 503 with
@@ -99,6 +105,7 @@ type Store struct {
 	// pooler noticed).
 	txClaims atomic.Bool
 	filter   *filter // nil without Options.ReplayCache
+	holds    holds   // the keys this store's attempts hold a connection for
 }
 
 var _ idem.Store[pgx.Tx] = (*Store)(nil)
@@ -187,6 +194,9 @@ func (s *Store) begin(ctx context.Context) (tx pgx.Tx, release func(), err error
 // Lookup reads a key with one read-only statement and reports what the
 // row holds.
 func (s *Store) Lookup(ctx context.Context, id idem.ID) (idem.Record, error) {
+	if rec, ok := s.heldHere(id); ok {
+		return rec, nil
+	}
 	var row dbsqlc.LookupKeyRow
 	sent := s.filterClock()
 	err := s.read(ctx, func(q *dbsqlc.Queries) (err error) {
@@ -285,13 +295,22 @@ func (s *Store) Claim(ctx context.Context, id idem.ID, c idem.Claim) (idem.Txn[p
 			release()
 			return nil, claimError(err)
 		}
-		return &txn{tx: tx, q: s.q.WithTx(tx), id: id, row: row, release: release}, nil
+		return &txn{tx: tx, q: s.q.WithTx(tx), id: id, row: row, release: s.hold(id, nil, c.Lease, release)}, nil
 	}
 	tx, err := beginWith(ctx, conn, st)
 	if err != nil {
 		return nil, claimError(err)
 	}
+	conn.release = s.hold(id, nil, c.Lease, conn.release)
 	return &txn{tx: tx, q: s.q.WithTx(tx), id: id, row: row, conn: &conn, release: conn.release}, nil
+}
+
+// hold records that an attempt holds id (see holds) until release, which
+// it wraps, gives its connection back.
+func (s *Store) hold(id idem.ID, fingerprint []byte, lease time.Duration, release func()) func() {
+	remove := s.holds.add(lockID(id), &hold{fingerprint: fingerprint, until: time.Now().Add(lease)})
+	var once sync.Once
+	return func() { once.Do(func() { remove(); release() }) }
 }
 
 func claimError(err error) error {
@@ -315,7 +334,7 @@ func (s *Store) Lease(ctx context.Context, id idem.ID, c idem.Claim) (idem.Lease
 		}
 		return nil, err
 	}
-	return &lease{s: s, id: id, attempt: attempt, point: point, lease: c.Lease}, nil
+	return &lease{s: s, id: id, attempt: attempt, point: point, lease: c.Lease, fingerprint: c.Fingerprint}, nil
 }
 
 // claim runs ClaimKey: inside the attempt's transaction for Claim, on its
@@ -517,11 +536,12 @@ func (t *txn) Advance(ctx context.Context, point string) error {
 
 // lease is a phased attempt's committed claim.
 type lease struct {
-	s       *Store
-	id      idem.ID
-	attempt int32
-	point   string
-	lease   time.Duration
+	s           *Store
+	id          idem.ID
+	attempt     int32
+	point       string
+	lease       time.Duration
+	fingerprint []byte
 }
 
 func (l *lease) RecoveryPoint() string { return l.point }
@@ -549,12 +569,13 @@ func (l *lease) Phase(ctx context.Context) (idem.Phase[pgx.Tx], error) {
 			release()
 			return nil, phaseError(err)
 		}
-		return &txn{tx: tx, q: l.s.q.WithTx(tx), id: l.id, attempt: l.attempt, release: release}, nil
+		return &txn{tx: tx, q: l.s.q.WithTx(tx), id: l.id, attempt: l.attempt, release: l.s.hold(l.id, l.fingerprint, l.lease, release)}, nil
 	}
 	tx, err := beginWith(ctx, conn, st)
 	if err != nil {
 		return nil, phaseError(err)
 	}
+	conn.release = l.s.hold(l.id, l.fingerprint, l.lease, conn.release)
 	return &txn{tx: tx, q: l.s.q.WithTx(tx), id: l.id, attempt: l.attempt, conn: &conn, release: conn.release}, nil
 }
 
