@@ -300,7 +300,9 @@ func TestShortRun(t *testing.T) {
 	opts.adminURL = pgtest.NewDatabase(t)
 	opts.jsonOut = true
 	var out, prog bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Bounds a hang, not the machine's speed: the run builds orders-api,
+	// which takes minutes on a loaded machine with a cold cache.
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	var rep report
 	if err := run(ctx, opts, &out, &prog, slog.New(slog.DiscardHandler)); err != nil {
@@ -355,7 +357,9 @@ func TestShortRunHop(t *testing.T) {
 	opts.adminURL = pgtest.NewDatabase(t)
 	opts.jsonOut = true
 	var out, prog bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Bounds a hang, not the machine's speed: the run builds orders-api,
+	// which takes minutes on a loaded machine with a cold cache.
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	if err := run(ctx, opts, &out, &prog, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatalf("%v\n%s", err, prog.String())
