@@ -28,9 +28,10 @@ $$;
 -- A lookup's claim (LookupKey with claim): takes the key's advisory lock
 -- for the session when the key has no row, and records it in the setting
 -- idemgen.claim; the session's idle timeouts free a key whose holder
--- vanished. A session left holding a claim by a transaction-mode pooler
+-- vanished (their own values are kept, and put back when the claim
+-- ends). A session left holding a claim by a transaction-mode pooler
 -- never claims again.
--- As of migration 0005_lookup_claims.
+-- As of migration 0010_claims_keep_session_settings.
 CREATE OR REPLACE FUNCTION idemgen_try_claim(lock_id bigint, idle_timeout_ms bigint,
     key_scope text, key_operation text, key_key text)
 RETURNS boolean LANGUAGE plpgsql AS $$
@@ -47,6 +48,8 @@ BEGIN
         RETURN false;
     END IF;
     PERFORM set_config('idemgen.claim', lock_id::text, false);
+    PERFORM set_config('idemgen.idle_session_timeout', current_setting('idle_session_timeout'), false);
+    PERFORM set_config('idemgen.idle_in_transaction_session_timeout', current_setting('idle_in_transaction_session_timeout'), false);
     PERFORM set_config('idle_session_timeout', idle_timeout_ms::text, false);
     PERFORM set_config('idle_in_transaction_session_timeout', idle_timeout_ms::text, false);
     RETURN true;
@@ -79,7 +82,7 @@ $$;
 -- Hands a lookup's session claim over to the attempt's transaction, in
 -- the statement that writes the key's row, so that COMMIT frees the key
 -- with its row visible. False when this session holds no such claim.
--- As of migration 0008_claim_handover.
+-- As of migration 0010_claims_keep_session_settings.
 CREATE OR REPLACE FUNCTION idemgen_hand_over_claim(lock_id bigint)
 RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
@@ -89,16 +92,15 @@ BEGIN
     PERFORM pg_advisory_xact_lock(lock_id);
     PERFORM pg_advisory_unlock(lock_id);
     PERFORM set_config('idemgen.claim', '', false);
-    RESET idle_session_timeout;
-    RESET idle_in_transaction_session_timeout;
+    PERFORM idemgen_restore_idle_timeouts();
     RETURN true;
 END
 $$;
 
 -- Ends a lookup's claim whose attempt did not hand it over: releases the
--- session's lock if it still holds it, and resets the session's idle
--- timeouts. False when this session did not claim the key.
--- As of migration 0008_claim_handover.
+-- session's lock if it still holds it, and puts the session's idle
+-- timeouts back. False when this session did not claim the key.
+-- As of migration 0010_claims_keep_session_settings.
 CREATE OR REPLACE FUNCTION idemgen_release_claim(lock_id bigint)
 RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
@@ -106,8 +108,7 @@ BEGIN
         RETURN false;
     END IF;
     PERFORM set_config('idemgen.claim', '', false);
-    RESET idle_session_timeout;
-    RESET idle_in_transaction_session_timeout;
+    PERFORM idemgen_restore_idle_timeouts();
     -- An advisory lock on a bigint is (classid, objid) = its high and low
     -- halves, objsubid 1.
     IF EXISTS (SELECT 1 FROM pg_locks AS l
@@ -137,5 +138,23 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'idemgen: the attempt no longer holds the key' USING ERRCODE = 'IG410';
     END IF;
+END
+$$;
+
+-- Puts back the idle timeouts a lookup's claim kept, or resets them
+-- where it kept none (a claim taken before migration 0010).
+-- As of migration 0010_claims_keep_session_settings.
+CREATE OR REPLACE FUNCTION idemgen_restore_idle_timeouts()
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF coalesce(current_setting('idemgen.idle_session_timeout', true), '') = '' THEN
+        RESET idle_session_timeout;
+        RESET idle_in_transaction_session_timeout;
+        RETURN;
+    END IF;
+    PERFORM set_config('idle_session_timeout', current_setting('idemgen.idle_session_timeout'), false);
+    PERFORM set_config('idle_in_transaction_session_timeout', current_setting('idemgen.idle_in_transaction_session_timeout'), false);
+    PERFORM set_config('idemgen.idle_session_timeout', '', false);
+    PERFORM set_config('idemgen.idle_in_transaction_session_timeout', '', false);
 END
 $$;

@@ -19,6 +19,7 @@ import (
 	"github.com/idemgen/idemgen/example/server"
 	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/idemgen/idemgen/internal/pgtest"
+	"github.com/idemgen/idemgen/internal/upgrade"
 )
 
 // TestMigrationsUnderTraffic applies the key store's newest migration
@@ -42,8 +43,9 @@ func TestMigrationsUnderTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The database as the previous release left it.
-	if _, err := m.Down(ctx, m.Latest()-1); err != nil {
+	// The database as the previous release left it: the migrations after
+	// it include one that takes the key table's lock (0009).
+	if _, err := m.Down(ctx, upgrade.PreviousMigration); err != nil {
 		t.Fatal(err)
 	}
 	// The migration, the blocker and the test's probes each have a

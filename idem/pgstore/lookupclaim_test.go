@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -404,5 +405,63 @@ func TestLookupClaimedQueryOnLostSession(t *testing.T) {
 	}
 	if n := advisoryLocks(t, pool); n != 0 {
 		t.Fatalf("%d advisory locks held, want 0", n)
+	}
+}
+
+// A lookup's claim bounds its session's idle timeouts while it holds the
+// key, and ending it puts back the values the application set for its
+// sessions (here in AfterConnect), whether the attempt completes (the
+// claim handed over to its transaction) or fails (the claim released).
+func TestClaimKeepsSessionSettings(t *testing.T) {
+	ctx := context.Background()
+	pool := newConfiguredPool(t, func(cfg *pgxpool.Config) {
+		cfg.MaxConns = 2
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, `SET idle_session_timeout = '7min'; SET idle_in_transaction_session_timeout = '9min'`)
+			return err
+		}
+	})
+	e := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: slog.New(slog.DiscardHandler)})
+	op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: 30 * time.Second}
+	settings := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) string {
+		t.Helper()
+		var idle, inTx string
+		if err := q.QueryRow(ctx, `SELECT current_setting('idle_session_timeout'), current_setting('idle_in_transaction_session_timeout')`).Scan(&idle, &inTx); err != nil {
+			t.Fatal(err)
+		}
+		return idle + " " + inTx
+	}
+	for _, fail := range []bool{false, true} {
+		var during string
+		resp, err := e.Serve(keyed(fmt.Sprintf("k-%v", fail)), op, []byte("a"), func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+			during = settings(at.Tx())
+			if fail {
+				return nil, errors.New("the handler failed")
+			}
+			return created("{}"), nil
+		})
+		if !fail && (err != nil || resp.Status != 201) {
+			t.Fatalf("attempt: %+v, %v", resp, err)
+		}
+		if during == "7min 9min" {
+			t.Errorf("fail %v: the claim left the session's idle timeouts unbounded while it held the key", fail)
+		}
+		// Every connection of the pool: the claim's and the other.
+		conns := make([]*pgxpool.Conn, 0, 2)
+		for range 2 {
+			c, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+		}
+		for _, c := range conns {
+			if got := settings(c); got != "7min 9min" {
+				t.Errorf("fail %v: after the attempt a session's idle timeouts are %q, want the application's 7min 9min", fail, got)
+			}
+			c.Release()
+		}
 	}
 }

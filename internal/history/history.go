@@ -71,9 +71,9 @@ type Harness[T any] struct {
 	// Reap runs the TTL reaper; Sweep, when set, the lease sweeper, which
 	// fails abandoned attempts.
 	Reap, Sweep func(t testing.TB)
-	// Migrate, when set, rolls the store's newest migration back and
-	// applies it again, as an upgrade and a rollback do while requests
-	// run.
+	// Migrate, when set, rolls the store's migrations since the previous
+	// release back and applies them again, as a rollback and an upgrade
+	// do while requests run.
 	Migrate func(t testing.TB)
 	// Now is the store's clock; nil is time.Now.
 	Now func() time.Time

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore"
+	"github.com/idemgen/idemgen/internal/upgrade"
 )
 
 // PostgresOptions configure Postgres; the zero value is the store alone.
@@ -63,7 +64,7 @@ func Postgres(t testing.TB, pool *pgxpool.Pool, opts PostgresOptions) Harness[pg
 	var migrations atomic.Int64
 	t.Cleanup(func() {
 		migratorPool.Close()
-		t.Logf("the newest migration was rolled back and applied again %d times while clients ran", migrations.Load())
+		t.Logf("the migrations since %s were rolled back and applied again %d times while clients ran", upgrade.PreviousRelease, migrations.Load())
 	})
 	return Harness[pgx.Tx]{
 		Store:         store,
@@ -113,12 +114,13 @@ func Postgres(t testing.TB, pool *pgxpool.Pool, opts PostgresOptions) Harness[pg
 				t.Errorf("sweep: %v", err)
 			}
 		},
-		// A rolling upgrade's migration and a rollback's, while clients
-		// run: the newest migration rolled back and applied again, each
-		// waiting its lock timeout behind busy attempts and retrying.
+		// A rolling upgrade's migrations and a rollback's, while clients
+		// run: those since the previous release rolled back and applied
+		// again, each waiting its lock timeout behind busy attempts and
+		// retrying.
 		Migrate: func(t testing.TB) {
 			migrations.Add(1)
-			if _, err := migrator.Down(ctx, migrator.Latest()-1); err != nil {
+			if _, err := migrator.Down(ctx, upgrade.PreviousMigration); err != nil {
 				t.Errorf("migrate down: %v", err)
 			}
 			if _, err := migrator.Up(ctx, 0); err != nil {
