@@ -290,7 +290,7 @@ func (g *Gate) traceRefusal(ctx context.Context, p *Problem) {
 		return
 	}
 	ctx = g.Tracer.TraceRequestStart(ctx, TraceRequestStartData{Operation: g.Operation})
-	g.Tracer.TraceRequestEnd(ctx, TraceRequestEndData{Operation: g.Operation, Outcome: outcomeOfProblem(p.Type), Status: p.Status})
+	g.Tracer.TraceRequestEnd(ctx, TraceRequestEndData{Operation: g.Operation, Outcome: outcomeOfRefusal(p), Status: p.Status})
 }
 
 // gateOf returns the gate that let r's body through, or nil.
@@ -598,8 +598,10 @@ func (h ErrorHandlers) RequestError(w http.ResponseWriter, r *http.Request, err 
 // ResponseError answers a handler error with a 500. The error is logged,
 // not sent: it may hold internals.
 //
-// A *Problem in err's chain, such as the 413 of an oversized multipart
-// body, is sent as it is.
+// A *Problem in err's chain is sent as it is, and not logged as an error:
+// the 413 of an oversized multipart body, or a strict middleware's
+// refusal, such as a 401 for a request without credentials (nothing was
+// claimed or stored, so the client may send the same key again).
 func (h ErrorHandlers) ResponseError(w http.ResponseWriter, r *http.Request, err error) {
 	if p := (*Problem)(nil); errors.As(err, &p) {
 		// Such as a multipart body's, read after the gate let it through.

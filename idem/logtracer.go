@@ -149,6 +149,8 @@ func outcomeLog(o Outcome) (slog.Level, string) {
 		return slog.LevelInfo, "idem: refused the request's media type; answered 415"
 	case OutcomeClientClosed:
 		return slog.LevelDebug, "idem: the client canceled the request; its attempt was rolled back"
+	case OutcomeRefused:
+		return slog.LevelInfo, "idem: the application refused the request before the protocol ran"
 	case OutcomeHandlerError:
 		return slog.LevelDebug, "idem: the handler failed; its attempt was undone"
 	case OutcomeStoreBusy:

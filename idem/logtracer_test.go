@@ -148,7 +148,7 @@ func TestOutcomeNames(t *testing.T) {
 		}
 		seen[name] = true
 	}
-	if len(seen) != 21 {
-		t.Errorf("%d outcomes, want 21", len(seen))
+	if len(seen) != 22 {
+		t.Errorf("%d outcomes, want 22", len(seen))
 	}
 }

@@ -60,6 +60,11 @@ const (
 	// OutcomeClientClosed: the client went away before the answer (499
 	// in logs); the attempt was rolled back.
 	OutcomeClientClosed
+	// OutcomeRefused: the application's own code refused the request
+	// before the protocol ran, such as a strict middleware that returned
+	// an *idem.Problem (a 401 without credentials); nothing was claimed
+	// or stored.
+	OutcomeRefused
 )
 
 var outcomeNames = [...]string{
@@ -84,6 +89,7 @@ var outcomeNames = [...]string{
 	OutcomeTransactionConflict:  "transaction_conflict",
 	OutcomeLeaseOverrun:         "lease_overrun",
 	OutcomeClientClosed:         "client_closed",
+	OutcomeRefused:              "refused",
 }
 
 // String is the outcome's name as metrics and logs carry it, such as
@@ -154,6 +160,16 @@ func outcomeOfProblem(typ string) Outcome {
 		return OutcomeStoreError
 	}
 	return 0
+}
+
+// outcomeOfRefusal is the outcome of a request answered with p before
+// the protocol ran: the layer's own refusals by their type, and any other
+// problem as the application's refusal.
+func outcomeOfRefusal(p *Problem) Outcome {
+	if o := outcomeOfProblem(p.Type); o != 0 {
+		return o
+	}
+	return OutcomeRefused
 }
 
 // Tracer observes the requests of annotated operations, as pgx's

@@ -5,6 +5,7 @@ package server_test
 // an auth middleware put in the context, and scopes a client gets wrong.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -169,4 +170,44 @@ func TestInvalidScopeIs400(t *testing.T) {
 		t.Errorf("the store was asked %d times", n)
 	}
 	e.expect(0, 0, 0)
+}
+
+// TestMiddlewareRefusal: a strict middleware refuses a request by
+// returning an *idem.Problem (authenticate, without a bearer token). The
+// client gets that problem, with its status, in the API's error shape;
+// nothing is stored or claimed, so the same key with a token runs at
+// once; and nothing is logged as an error, since the server did not
+// fail.
+func TestMiddlewareRefusal(t *testing.T) {
+	var logs bytes.Buffer
+	e := newEnvWith(t, gen.IdempotentHandlerOptions{
+		Options:           idem.Options{Scope: principalScope, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError}))},
+		StrictMiddlewares: []gen.StrictMiddlewareFunc{authenticate},
+	})
+	post := func(auth string) reply {
+		t.Helper()
+		req, err := http.NewRequest("POST", e.url+"/orders", strings.NewReader(order))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Account-Id", "acct_1")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		req.Header.Set(idem.HeaderKey, "k1")
+		return e.do(req)
+	}
+	r := post("")
+	if r.status != 401 || r.header.Get("Content-Type") != idem.ContentTypeProblem || r.problem(t).Type != "https://example.com/unauthenticated" {
+		t.Fatalf("without a token: %d %v %s, want the middleware's 401 problem", r.status, r.header, r.body)
+	}
+	e.expect(0, 0, 0)
+	if r := post("Bearer alice"); r.status != 201 || r.header.Get(idem.HeaderReplayed) != "" {
+		t.Fatalf("the same key with a token: %d %s, want a first execution", r.status, r.body)
+	}
+	e.expect(1, 1, 1)
+	if logs.Len() > 0 {
+		t.Errorf("a refusal was logged as an error:\n%s", logs.String())
+	}
 }
