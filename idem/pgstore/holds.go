@@ -69,8 +69,12 @@ func (s *Store) heldHere(id idem.ID) (idem.Record, bool) {
 	if s.pool == nil {
 		return idem.Record{}, false
 	}
+	rec, ok := s.holds.record(lockID(id), time.Now())
+	if !ok {
+		return idem.Record{}, false
+	}
 	if st := s.pool.Stat(); st.IdleConns() > 0 || st.TotalConns() < st.MaxConns() {
 		return idem.Record{}, false
 	}
-	return s.holds.record(lockID(id), time.Now())
+	return rec, true
 }
