@@ -152,14 +152,14 @@ func NewCompleter[T any](engine *Engine[T], ops []Completable[T], opts Completer
 }
 
 // ErrNoFinder reports a store that cannot list abandoned attempts.
-var ErrNoFinder = errors.New("idem: the store cannot list abandoned attempts (it is not an idem.AbandonedFinder)")
+var ErrNoFinder = errors.New("idem: the store cannot list abandoned attempts (it reports no FindAbandoned capability)")
 
 // Run runs the completer every Interval, after a random delay, until ctx
 // ends; it returns nil then. A failed run is logged and retried at the
 // next; only a store that cannot list abandoned attempts is an error, at
 // once.
 func (c *Completer[T]) Run(ctx context.Context) error {
-	if _, ok := c.engine.store.(AbandonedFinder); !ok {
+	if c.engine.caps.finder == nil {
 		return ErrNoFinder
 	}
 	for {
@@ -199,8 +199,8 @@ func (c *Completer[T]) RunOnce(ctx context.Context) CompleterRun {
 			c.opts.OnRun(run)
 		}
 	}()
-	finder, ok := c.engine.store.(AbandonedFinder)
-	if !ok {
+	finder := c.engine.caps.finder
+	if finder == nil {
 		run.Err = ErrNoFinder
 		return run
 	}

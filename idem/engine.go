@@ -143,13 +143,22 @@ type Engine[T any] struct {
 	problems      ProblemShape
 	tracer        Tracer
 	steps         StepTracer // the tracer's steps; nil when it has none
+	caps          resolved[T]
 
 	secret atomic.Pointer[[]byte] // read from the store at the first claim
 }
 
-// NewEngine returns an engine on store.
+// NewEngine returns an engine on store. It panics when the store reports
+// a capability its type does not implement (see Store.Capabilities): a
+// wrapper that would lose it without a word, which is a mistake in the
+// program, found at its start.
 func NewEngine[T any](store Store[T], opts Options) *Engine[T] {
 	e := &Engine[T]{store: store, scope: opts.Scope, log: opts.Logger, retryAfter: opts.RetryAfter, maxRetryAfter: opts.MaxRetryAfter, problems: opts.Problems}
+	caps, err := capabilitiesOf(store)
+	if err != nil {
+		panic(err)
+	}
+	e.caps = caps
 	if opts.Secret != nil {
 		e.secret.Store(&opts.Secret)
 	}
@@ -295,7 +304,7 @@ func (e *Engine[T]) serve(ctx context.Context, op *Operation, fingerprint []byte
 		}
 		return e.execute(ctx, op, txn, &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, nonce: nonce()}, h)
 	}
-	lc, _ := e.store.(LookupClaimer[T])
+	lc := e.caps.lookupClaimer
 	read := func() (Record, outcome, error) {
 		step := e.startStep(ctx, op, StepLookup, "")
 		if rec, ok := e.filtered(ctx, id, fingerprint); ok {
@@ -333,8 +342,8 @@ func (e *Engine[T]) serve(ctx context.Context, op *Operation, fingerprint []byte
 // of id with fingerprint: a hit is a completed record that the engine
 // answers as a replay, as it would the store's.
 func (e *Engine[T]) filtered(ctx context.Context, id ID, fingerprint []byte) (Record, bool) {
-	f, ok := e.store.(ReplayFilter)
-	if !ok {
+	f := e.caps.filter
+	if f == nil {
 		return Record{}, false
 	}
 	resp, res := f.FilteredReplay(ctx, id, fingerprint)
@@ -645,7 +654,7 @@ func (e *Engine[T]) abort(ctx, endCtx context.Context, op *Operation, txn Txn[T]
 // sat idle for longer than its lease gets an answer that names the
 // overrun rather than an outage: every retry would meet the same.
 func (e *Engine[T]) attemptFailed(ctx context.Context, op *Operation, at *Attempt[T], step string, err error) *Response {
-	if c, ok := e.store.(ErrorClassifier); ok && ctx.Err() == nil && !errors.Is(err, ErrLeaseOverrun) {
+	if c := e.caps.classifier; c != nil && ctx.Err() == nil && !errors.Is(err, ErrLeaseOverrun) {
 		// Only to find an overrun among the handler's errors: the store
 		// classified its own already.
 		if classified := c.ClassifyError(err); errors.Is(classified, ErrLeaseOverrun) {

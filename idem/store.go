@@ -3,6 +3,8 @@ package idem
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -193,6 +195,72 @@ type Store[T any] interface {
 	// Secret returns the store's key for derived keys: the same in every
 	// process that shares the store, and never sent to clients.
 	Secret(ctx context.Context) ([]byte, error)
+	// Capabilities reports what the store does beyond these methods. A
+	// wrapper around a store (one that counts calls for metrics, say)
+	// reports what it forwards: embedding the Store interface forwards
+	// this method but not those the capabilities name, and NewEngine
+	// refuses a store that reports a capability its type lacks, rather
+	// than run without it unseen.
+	Capabilities() Capabilities
+}
+
+// Capabilities are the optional interfaces of this package a store's
+// type implements and wants used. The zero value is a store of Store's
+// methods alone.
+type Capabilities struct {
+	// LookupClaim: the store is a LookupClaimer, and a first execution
+	// claims its key in its lookup's round trip.
+	LookupClaim bool
+	// ReplayFilter: the store is a ReplayFilter, such as pgstore's with
+	// Redis in front, and replays are asked of it first.
+	ReplayFilter bool
+	// ClassifyError: the store is an ErrorClassifier, and tells a lease
+	// overrun among a handler's errors.
+	ClassifyError bool
+	// FindAbandoned: the store is an AbandonedFinder, which the completer
+	// needs.
+	FindAbandoned bool
+}
+
+// capabilitiesOf resolves the capabilities store reports to the
+// interfaces that serve them, and fails naming any its type lacks.
+func capabilitiesOf[T any](store Store[T]) (c resolved[T], err error) {
+	caps := store.Capabilities()
+	var missing []string
+	if caps.LookupClaim {
+		if c.lookupClaimer, _ = store.(LookupClaimer[T]); c.lookupClaimer == nil {
+			missing = append(missing, "LookupClaim (idem.LookupClaimer)")
+		}
+	}
+	if caps.ReplayFilter {
+		if c.filter, _ = store.(ReplayFilter); c.filter == nil {
+			missing = append(missing, "FilteredReplay (idem.ReplayFilter)")
+		}
+	}
+	if caps.ClassifyError {
+		if c.classifier, _ = store.(ErrorClassifier); c.classifier == nil {
+			missing = append(missing, "ClassifyError (idem.ErrorClassifier)")
+		}
+	}
+	if caps.FindAbandoned {
+		if c.finder, _ = store.(AbandonedFinder); c.finder == nil {
+			missing = append(missing, "FindAbandoned (idem.AbandonedFinder)")
+		}
+	}
+	if len(missing) > 0 {
+		return c, fmt.Errorf("idem: the store %T reports capabilities its type does not implement: %s; a wrapper must forward each of them to the store it wraps, or override Capabilities to report only what it forwards",
+			store, strings.Join(missing, ", "))
+	}
+	return c, nil
+}
+
+// resolved are a store's capabilities, as the interfaces that serve them;
+// nil where the store has none.
+type resolved[T any] struct {
+	lookupClaimer LookupClaimer[T]
+	filter        ReplayFilter
+	classifier    ErrorClassifier
+	finder        AbandonedFinder
 }
 
 // LookupClaimer is a Store that can also claim a key in its lookup's

@@ -142,6 +142,10 @@ func (s *countingStore) Lookup(ctx context.Context, id idem.ID) (idem.Record, er
 	return s.Store.Lookup(ctx, id)
 }
 
+// Capabilities reports none: the wrapper forwards only Store's methods,
+// so that every lookup goes through Lookup, where it is counted.
+func (s *countingStore) Capabilities() idem.Capabilities { return idem.Capabilities{} }
+
 // A scope the key table cannot hold is the client's mistake: a 400
 // invalid-scope problem, answered before any store round trip, never a
 // 503 that clients would retry forever.

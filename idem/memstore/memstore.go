@@ -178,6 +178,10 @@ func (s *Store) Begin(context.Context) (idem.Txn[NoTx], error) {
 // it, since its keys do not.
 func (s *Store) Secret(context.Context) ([]byte, error) { return s.secret, nil }
 
+// Capabilities reports none beyond idem.Store's methods: the store
+// answers from memory, with nothing to save or filter.
+func (s *Store) Capabilities() idem.Capabilities { return idem.Capabilities{} }
+
 // Reap ends the completed keys whose TTL has passed, as the Postgres
 // store's reaper does: a key whose attempts derived no key is deleted; one
 // whose attempts did is emptied, keeping its generation, so that its next

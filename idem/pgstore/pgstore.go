@@ -137,6 +137,13 @@ func New(db DB, opts Options) *Store {
 	return s
 }
 
+// Capabilities reports what the store does beyond idem.Store's methods:
+// a first execution's claim in its lookup, the error classifier and the
+// completer's finder always; the replay filter with Options.ReplayCache.
+func (s *Store) Capabilities() idem.Capabilities {
+	return idem.Capabilities{LookupClaim: true, ReplayFilter: s.filter != nil, ClassifyError: true, FindAbandoned: true}
+}
+
 // lockID maps a key to the advisory lock that guards its claim. Two keys
 // that share a lock ID only make each other look busy while both run.
 func lockID(id idem.ID) int64 {
