@@ -127,11 +127,13 @@ func (m *Migrator) Up(ctx context.Context, target int) ([]MigrationResult, error
 	}
 	var done []MigrationResult
 	for {
-		var next *migration
 		r, err := m.step(ctx, "up", func(ctx context.Context, tx pgx.Tx, applied []appliedMigration) (*migration, error) {
 			if err := servable(applied, m.all[len(m.all)-1]); err != nil {
 				return nil, err
 			}
+			// Read afresh on every try: another migrator may have applied
+			// the one a try that gave up on its lock had found.
+			var next *migration
 			for i := range m.all {
 				if x := &m.all[i]; x.version <= target && !isApplied(applied, x.version) {
 					next = x

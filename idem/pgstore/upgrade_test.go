@@ -299,3 +299,59 @@ func TestMigratorStatusOfAnOlderVersionTable(t *testing.T) {
 		t.Errorf("Up = %v, %v; want nothing applied", done, err)
 	}
 }
+
+// Migrators started at once behind a busy table (servers of a new
+// release starting together) all succeed once it frees, each migration
+// applied and recorded once: a try that gave up on its lock leaves
+// nothing for the next try to apply again.
+func TestConcurrentMigratorsBehindBusyTable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := newPool(t, nil)
+	m, err := pgstore.NewMigrator(pool, pgstore.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Down(ctx, tableMigration-1); err != nil {
+		t.Fatal(err)
+	}
+	blocker, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback(context.Background())
+	if _, err := blocker.Exec(ctx, `SELECT count(*) FROM idempotency_keys`); err != nil {
+		t.Fatal(err)
+	}
+	retries := make(chan struct{}, 1000)
+	const migrators = 3
+	errs := make(chan error, migrators)
+	for range migrators {
+		mm, err := pgstore.NewMigrator(pool, pgstore.MigrateOptions{LockTimeout: 100 * time.Millisecond, Logger: signalOn(retries, "waits for a busy table")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			_, err := mm.Up(ctx, 0)
+			errs <- err
+		}()
+	}
+	// Each try takes the migrators' lock in turn: wait until several
+	// have given up on the table.
+	for range migrators {
+		select {
+		case <-retries:
+		case <-ctx.Done():
+			t.Fatal("the migrators never waited for the busy table")
+		}
+	}
+	if err := blocker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range migrators {
+		if err := <-errs; err != nil {
+			t.Errorf("a migrator: %v", err)
+		}
+	}
+	wantAllOnce(t, pool)
+}
