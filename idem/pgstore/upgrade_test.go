@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/idem/pgstore"
@@ -153,6 +154,30 @@ func TestMigratorDownAndUp(t *testing.T) {
 // database back to before it and apply it behind a busy table.
 const tableMigration = 9
 
+// busyKeyTable returns a pool on a database rolled back to before
+// tableMigration, and a transaction that holds the key table (as a long
+// report or a slow phase would) until the test rolls it back.
+func busyKeyTable(ctx context.Context, t *testing.T) (*pgxpool.Pool, pgx.Tx) {
+	t.Helper()
+	pool := newPool(t, nil)
+	m, err := pgstore.NewMigrator(pool, pgstore.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Down(ctx, tableMigration-1); err != nil {
+		t.Fatal(err)
+	}
+	blocker, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = blocker.Rollback(context.Background()) })
+	if _, err := blocker.Exec(ctx, `SELECT count(*) FROM idempotency_keys`); err != nil {
+		t.Fatal(err)
+	}
+	return pool, blocker
+}
+
 // A migration that cannot take its lock within the lock timeout rolls
 // back and tries again, and the requests queued behind it wait no longer
 // than that timeout: a lookup of the key table, sent while the migration
@@ -162,23 +187,7 @@ const tableMigration = 9
 func TestMigratorWaitsForBusyTable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool := newPool(t, nil)
-	m, err := pgstore.NewMigrator(pool, pgstore.MigrateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Down(ctx, tableMigration-1); err != nil {
-		t.Fatal(err)
-	}
-	// A long transaction on the key table: a report, or a slow phase.
-	blocker, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Rollback(context.Background())
-	if _, err := blocker.Exec(ctx, `SELECT count(*) FROM idempotency_keys`); err != nil {
-		t.Fatal(err)
-	}
+	pool, blocker := busyKeyTable(ctx, t)
 
 	retries := make(chan struct{}, 100)
 	const lockTimeout = 300 * time.Millisecond
@@ -218,20 +227,9 @@ func TestMigratorWaitsForBusyTable(t *testing.T) {
 // having applied nothing.
 func TestMigratorGivesUp(t *testing.T) {
 	ctx := context.Background()
-	pool := newPool(t, nil)
+	pool, blocker := busyKeyTable(ctx, t)
 	m, err := pgstore.NewMigrator(pool, pgstore.MigrateOptions{LockTimeout: 50 * time.Millisecond, Attempts: 2})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Down(ctx, tableMigration-1); err != nil {
-		t.Fatal(err)
-	}
-	blocker, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Rollback(ctx)
-	if _, err := blocker.Exec(ctx, `SELECT count(*) FROM idempotency_keys`); err != nil {
 		t.Fatal(err)
 	}
 	applied, err := m.Up(ctx, 0)
@@ -307,22 +305,7 @@ func TestMigratorStatusOfAnOlderVersionTable(t *testing.T) {
 func TestConcurrentMigratorsBehindBusyTable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool := newPool(t, nil)
-	m, err := pgstore.NewMigrator(pool, pgstore.MigrateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Down(ctx, tableMigration-1); err != nil {
-		t.Fatal(err)
-	}
-	blocker, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Rollback(context.Background())
-	if _, err := blocker.Exec(ctx, `SELECT count(*) FROM idempotency_keys`); err != nil {
-		t.Fatal(err)
-	}
+	pool, blocker := busyKeyTable(ctx, t)
 	retries := make(chan struct{}, 1000)
 	const migrators = 3
 	errs := make(chan error, migrators)
