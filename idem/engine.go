@@ -92,7 +92,8 @@ type Options struct {
 	// request's context as the strict middlewares left it, so a principal
 	// an auth middleware stored there is visible; r is the HTTP request.
 	// It may return a *Problem to choose the answer; other errors answer
-	// 400. A scope must be valid UTF-8 without NUL bytes and at most
+	// 400 without their text, which is logged instead, as it may hold the
+	// server's internals. A scope must be valid UTF-8 without NUL bytes and at most
 	// MaxScopeLen bytes long, or the request gets a 400 invalid-scope
 	// problem. When the operation also has a ScopeHeader, the key's scope
 	// is this one and the header's value, joined by ScopeSeparator.
@@ -454,7 +455,7 @@ func (e *Engine[T]) requestScope(ctx context.Context, r *http.Request, op *Opera
 	if e.scope != nil {
 		s, err := e.scope(ctx, r)
 		if err != nil {
-			return "", e.scopeProblem(err)
+			return "", e.scopeProblem(ctx, err)
 		}
 		if why := scopeInvalid(s); why != "" {
 			return "", e.invalidScope(fmt.Sprintf("The request's scope %s.", why))
@@ -863,13 +864,17 @@ func (e *Engine[T]) keyReused() *Response {
 	})
 }
 
-func (e *Engine[T]) scopeProblem(err error) *Response {
+// scopeProblem answers a request whose Scope function failed: with the
+// *Problem it returned, or a 400 that keeps its error to the log, since
+// the error may hold the server's internals.
+func (e *Engine[T]) scopeProblem(ctx context.Context, err error) *Response {
 	if p := (*Problem)(nil); errors.As(err, &p) {
 		resp := e.render(p)
 		resp.outcome = OutcomeInvalidScope
 		return resp
 	}
-	return e.invalidScope("The request's scope could not be determined: " + err.Error() + ". Send the credentials or headers that identify your account.")
+	e.log.LogAttrs(ctx, slog.LevelInfo, "idem: the request's scope could not be determined; answered 400", slog.String("error", err.Error()))
+	return e.invalidScope("The request's scope could not be determined. Send the credentials or headers that identify your account.")
 }
 
 func (e *Engine[T]) invalidScope(detail string) *Response {

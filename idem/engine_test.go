@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -56,11 +57,18 @@ func TestScopeErrors(t *testing.T) {
 	hdr := http.Header{idem.HeaderKey: {"k"}}
 	calls := 0
 
-	e := idem.NewEngine(memstore.New(memstore.Options{}), idem.Options{Logger: quiet,
-		Scope: func(context.Context, *http.Request) (string, error) { return "", errors.New("no account header") }})
+	var logs bytes.Buffer
+	e := idem.NewEngine(memstore.New(memstore.Options{}), idem.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Scope: func(context.Context, *http.Request) (string, error) {
+			return "", errors.New("tenants: dial tcp 10.0.3.7:5432: connection refused")
+		}})
 	resp, _ := serve(t, e, op, hdr, created(&calls))
 	if resp.Status != 400 || resp.Header.Get("Content-Type") != idem.ContentTypeProblem {
 		t.Fatalf("scope error: %d %s", resp.Status, resp.Body)
+	}
+	// The error's text may hold internals: logged, never sent.
+	if bytes.Contains(resp.Body, []byte("10.0.3.7")) || !strings.Contains(logs.String(), "10.0.3.7") {
+		t.Errorf("scope error: the answer %s, the log %q; want the error in the log only", resp.Body, logs.String())
 	}
 
 	e = idem.NewEngine(memstore.New(memstore.Options{}), idem.Options{Logger: quiet,
