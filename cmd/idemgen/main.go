@@ -249,7 +249,10 @@ checked against the spec.
 scope keeps one caller's keys apart from another's: the same key under two
 scopes is two keys. It takes
   {header: NAME}     the value of a header parameter the operation declares;
-                     a request without it gets a 400
+                     a request without it gets a 400. It is only as
+                     trustworthy as the header: check it against the
+                     caller's credentials in a strict middleware, or
+                     scope by the principal (function: true)
   {function: true}   what idem.Options.Scope(ctx, r), your Go function,
                      returns; it sees what the middlewares put in the context
                      (a principal, say). The constructor panics if it is nil.
@@ -435,12 +438,28 @@ func generate(cmd, configPath string, quiet bool, stderr io.Writer) int {
 		return 1
 	}
 	if !quiet {
-		fmt.Fprintf(stderr, "idemgen: %s; wrote %d of %d files (%s)\n", summary, len(written), len(res.Files), elapsed(start))
+		fmt.Fprintf(stderr, "idemgen: %s; %s (%s)\n", summary, writeSummary(written, len(res.Files), "files"), elapsed(start))
 		for _, f := range written {
 			fmt.Fprintf(stderr, "\t%s\n", f)
 		}
 	}
 	return 0
+}
+
+// writeSummary says how many of total files Write wrote, and how many
+// stale ones it removed: written lists both, the removed marked so.
+func writeSummary(written []string, total int, files string) string {
+	removed := 0
+	for _, w := range written {
+		if strings.HasSuffix(w, " (removed)") {
+			removed++
+		}
+	}
+	s := fmt.Sprintf("wrote %d of %d %s", len(written)-removed, total, files)
+	if removed > 0 {
+		s += fmt.Sprintf(", removed %d no longer generated", removed)
+	}
+	return s
 }
 
 func elapsed(start time.Time) string {
@@ -495,7 +514,7 @@ func migrationsCommand(fs *flag.FlagSet) func(args []string, stdout, stderr io.W
 			return 1
 		}
 		if !*quiet {
-			fmt.Fprintf(stderr, "idemgen: wrote %d of %d migration files\n", len(written), len(files))
+			fmt.Fprintf(stderr, "idemgen: %s\n", writeSummary(written, len(files), "migration files"))
 			for _, f := range written {
 				fmt.Fprintf(stderr, "\t%s\n", f)
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"os"
@@ -283,6 +284,27 @@ func TestMigrationsCommand(t *testing.T) {
 	if code := run([]string{"migrations", "-format", "flyway", "-dir", dir}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), `invalid value "flyway" for -format`) {
 		t.Errorf("unknown format: exit %d, %s", code, stderr.String())
 	}
+
+	// Another format: its files written, goose's removed, each counted
+	// as what it is.
+	n := len(mustGlob(t, dir, "*.sql"))
+	stderr.Reset()
+	if code := run([]string{"migrations", "-format", "golang-migrate", "-dir", dir}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	want := fmt.Sprintf("idemgen: wrote %d of %d migration files, removed %d no longer generated\n", 2*n, 2*n, n)
+	if first, _, _ := strings.Cut(stderr.String(), "\t"); first != want {
+		t.Errorf("switching format printed %q, want %q", first, want)
+	}
+}
+
+func mustGlob(t *testing.T, dir, pattern string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, pattern))
+	if err != nil || len(m) == 0 {
+		t.Fatalf("no %s in %s (%v)", pattern, dir, err)
+	}
+	return m
 }
 
 // keyStore returns the URL of a fresh database with the key store's
