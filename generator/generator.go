@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"text/template"
 
 	"github.com/idemgen/idemgen/generator/annotation"
@@ -214,17 +213,15 @@ func (r *Result) Check(dir string) error {
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			stale = append(stale, path+" (missing)")
+			// A changed migration file was applied already, under its
+			// number; only a new one must be applied.
+			if f.Migration {
+				migrations = append(migrations, path)
+			}
 		case err != nil:
 			return fmt.Errorf("check output: %w", err)
 		case !bytes.Equal(old, f.Content):
 			stale = append(stale, path+" (differs)")
-		default:
-			continue
-		}
-		// A changed migration file was applied already, under its
-		// number; only a new one must be applied.
-		if f.Migration && strings.HasSuffix(stale[len(stale)-1], " (missing)") {
-			migrations = append(migrations, path)
 		}
 	}
 	for _, f := range r.Stale {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -161,6 +162,9 @@ func checkContentType(w http.ResponseWriter, r *http.Request, g *Gate, accept []
 		return true
 	}
 	ct := r.Header.Get("Content-Type")
+	if slices.Contains(accept, ct) {
+		return true // as declared: nothing to parse or rewrite
+	}
 	declared, params, ok := matchMediaType(ct, accept)
 	if !ok {
 		g.refuse(w, r, unsupportedMediaType(ct, accept))
@@ -185,8 +189,10 @@ func matchMediaType(ct string, accept []string) (string, map[string]string, bool
 	}
 	typ, _, _ := strings.Cut(mt, "/")
 	for _, a := range accept {
-		if am, _, err := mime.ParseMediaType(a); err == nil {
-			a = am // a spec's media type with parameters, lowercased
+		if strings.IndexByte(a, ';') >= 0 {
+			if am, _, err := mime.ParseMediaType(a); err == nil {
+				a = am // a spec's media type with parameters
+			}
 		}
 		switch a = strings.ToLower(a); {
 		case a == mt:

@@ -1,9 +1,6 @@
 package idem
 
-import (
-	"runtime/debug"
-	"strings"
-)
+import "runtime/debug"
 
 // Release is the release this code is, or the next one for a build
 // between releases: the newest section of CHANGELOG.md names it.
@@ -41,7 +38,7 @@ func VersionOf(info *debug.BuildInfo) string {
 	if m != nil && m.Replace != nil {
 		m = m.Replace
 	}
-	if m != nil && m.Version != "" && m.Version != "(devel)" && !strings.HasPrefix(m.Version, "v0.0.0-0001") {
+	if m != nil && m.Version != "" && m.Version != "(devel)" {
 		return m.Version
 	}
 	v := Release + "-devel"

@@ -30,24 +30,26 @@ var _ idem.LookupClaimer[pgx.Tx] = (*Store)(nil)
 // and one that finds no turn within AttemptConns free in lookupTurnWait,
 // since replays must not queue behind running attempts.
 func (s *Store) LookupClaim(ctx context.Context, id idem.ID, c idem.Claim) (idem.Record, idem.Txn[pgx.Tx], error) {
-	if rec, ok := s.heldHere(id); ok {
+	params := lookupParams(id, true, c.Lease)
+	lock := params.LockID
+	if rec, ok := s.heldHere(lock); ok {
 		return rec, nil, nil
 	}
+	read := params
+	read.Claim = false
 	if (s.pool == nil && s.conn == nil) || s.txClaims.Load() {
-		rec, err := s.Lookup(ctx, id)
+		rec, err := s.lookup(ctx, id, read)
 		return rec, nil, err
 	}
 	turn, err := s.turnWithin(ctx, lookupTurnWait)
 	if err != nil {
-		rec, err := s.Lookup(ctx, id)
+		rec, err := s.lookup(ctx, id, read)
 		return rec, nil, err
 	}
 	conn, err := s.acquireWith(ctx, turn)
 	if err != nil {
 		return idem.Record{}, nil, classify("lookup key", err)
 	}
-	params := lookupParams(id, true, c.Lease)
-	lock := params.LockID
 	sent := s.filterClock()
 	row, err := dbsqlc.New(conn.conn).LookupKey(ctx, params)
 	if err != nil {
@@ -60,7 +62,7 @@ func (s *Store) LookupClaim(ctx context.Context, id idem.ID, c idem.Claim) (idem
 		rec, err := s.record(ctx, id, row, sent)
 		return rec, nil, err
 	}
-	conn.release = s.hold(id, nil, c.Lease, conn.release)
+	conn.release = s.hold(lock, nil, c.Lease, conn.release)
 	t := &claimed{
 		s: s, c: conn, tx: &lazyTx{conn: conn.conn}, lock: lock,
 		row: dbsqlc.StoreResponseParams{

@@ -62,14 +62,15 @@ func (hs *holds) record(lock int64, now time.Time) (idem.Record, bool) {
 	return idem.Record{Found: true, Held: true, Fingerprint: h.fingerprint, LeaseLeft: h.until.Sub(now)}, true
 }
 
-// heldHere answers a lookup of id from this process's own attempts when
+// heldHere answers a lookup of the key whose lock ID is lock from this
+// process's own attempts when
 // the pool has no connection free, and false otherwise: the lookup then
 // reads the key.
-func (s *Store) heldHere(id idem.ID) (idem.Record, bool) {
+func (s *Store) heldHere(lock int64) (idem.Record, bool) {
 	if s.pool == nil {
 		return idem.Record{}, false
 	}
-	rec, ok := s.holds.record(lockID(id), time.Now())
+	rec, ok := s.holds.record(lock, time.Now())
 	if !ok {
 		return idem.Record{}, false
 	}

@@ -201,13 +201,19 @@ func (s *Store) begin(ctx context.Context) (tx pgx.Tx, release func(), err error
 // Lookup reads a key with one read-only statement and reports what the
 // row holds.
 func (s *Store) Lookup(ctx context.Context, id idem.ID) (idem.Record, error) {
-	if rec, ok := s.heldHere(id); ok {
+	return s.lookup(ctx, id, lookupParams(id, false, 0))
+}
+
+// lookup is Lookup with its statement's parameters, which carry the key's
+// lock ID, computed once per request.
+func (s *Store) lookup(ctx context.Context, id idem.ID, params dbsqlc.LookupKeyParams) (idem.Record, error) {
+	if rec, ok := s.heldHere(params.LockID); ok {
 		return rec, nil
 	}
 	var row dbsqlc.LookupKeyRow
 	sent := s.filterClock()
 	err := s.read(ctx, func(q *dbsqlc.Queries) (err error) {
-		row, err = q.LookupKey(ctx, lookupParams(id, false, 0))
+		row, err = q.LookupKey(ctx, params)
 		return err
 	})
 	if err != nil {
@@ -282,9 +288,10 @@ func (s *Store) Claim(ctx context.Context, id idem.ID, c idem.Claim) (idem.Txn[p
 		Scope: id.Scope, Operation: id.Operation, Key: id.Key, Fingerprint: c.Fingerprint,
 		Attempt: int32(c.Attempt) + 1, Generation: max(c.Generation, 1), TtlMs: c.TTL.Milliseconds(), Takeover: c.Takeover,
 	}
+	lock := lockID(id)
 	st := capture(func(q *dbsqlc.Queries) error {
 		return q.ClaimAtomic(ctx, dbsqlc.ClaimAtomicParams{
-			LockID: lockID(id), IdleTimeoutMs: idleTimeout(c.Lease).Milliseconds(),
+			LockID: lock, IdleTimeoutMs: idleTimeout(c.Lease).Milliseconds(),
 			Scope: id.Scope, Operation: id.Operation, Key: id.Key, ExpectAttempt: int32(c.Attempt), Takeover: c.Takeover,
 		})
 	})
@@ -302,20 +309,20 @@ func (s *Store) Claim(ctx context.Context, id idem.ID, c idem.Claim) (idem.Txn[p
 			release()
 			return nil, claimError(err)
 		}
-		return &txn{tx: tx, q: s.q.WithTx(tx), id: id, row: row, release: s.hold(id, nil, c.Lease, release)}, nil
+		return &txn{tx: tx, q: s.q.WithTx(tx), id: id, row: row, release: s.hold(lock, nil, c.Lease, release)}, nil
 	}
 	tx, err := beginWith(ctx, conn, st)
 	if err != nil {
 		return nil, claimError(err)
 	}
-	conn.release = s.hold(id, nil, c.Lease, conn.release)
+	conn.release = s.hold(lock, nil, c.Lease, conn.release)
 	return &txn{tx: tx, q: s.q.WithTx(tx), id: id, row: row, conn: &conn, release: conn.release}, nil
 }
 
-// hold records that an attempt holds id (see holds) until release, which
-// it wraps, gives its connection back.
-func (s *Store) hold(id idem.ID, fingerprint []byte, lease time.Duration, release func()) func() {
-	remove := s.holds.add(lockID(id), &hold{fingerprint: fingerprint, until: time.Now().Add(lease)})
+// hold records that an attempt holds the key whose lock ID is lock (see
+// holds) until release, which it wraps, gives its connection back.
+func (s *Store) hold(lock int64, fingerprint []byte, lease time.Duration, release func()) func() {
+	remove := s.holds.add(lock, &hold{fingerprint: fingerprint, until: time.Now().Add(lease)})
 	var once sync.Once
 	return func() { once.Do(func() { remove(); release() }) }
 }
@@ -556,9 +563,10 @@ func (l *lease) RecoveryPoint() string { return l.point }
 // Phase begins a phase's transaction with the phase's start, in one round
 // trip: the key's advisory lock, the fencing check and a fresh lease.
 func (l *lease) Phase(ctx context.Context) (idem.Phase[pgx.Tx], error) {
+	lock := lockID(l.id)
 	st := capture(func(q *dbsqlc.Queries) error {
 		return q.BeginPhase(ctx, dbsqlc.BeginPhaseParams{
-			LockID: lockID(l.id), IdleTimeoutMs: idleTimeout(l.lease).Milliseconds(),
+			LockID: lock, IdleTimeoutMs: idleTimeout(l.lease).Milliseconds(),
 			Scope: l.id.Scope, Operation: l.id.Operation, Key: l.id.Key, Attempt: l.attempt, LeaseMs: l.lease.Milliseconds(),
 		})
 	})
@@ -576,13 +584,13 @@ func (l *lease) Phase(ctx context.Context) (idem.Phase[pgx.Tx], error) {
 			release()
 			return nil, phaseError(err)
 		}
-		return &txn{tx: tx, q: l.s.q.WithTx(tx), id: l.id, attempt: l.attempt, release: l.s.hold(l.id, l.fingerprint, l.lease, release)}, nil
+		return &txn{tx: tx, q: l.s.q.WithTx(tx), id: l.id, attempt: l.attempt, release: l.s.hold(lock, l.fingerprint, l.lease, release)}, nil
 	}
 	tx, err := beginWith(ctx, conn, st)
 	if err != nil {
 		return nil, phaseError(err)
 	}
-	conn.release = l.s.hold(l.id, l.fingerprint, l.lease, conn.release)
+	conn.release = l.s.hold(lock, l.fingerprint, l.lease, conn.release)
 	return &txn{tx: tx, q: l.s.q.WithTx(tx), id: l.id, attempt: l.attempt, conn: &conn, release: conn.release}, nil
 }
 
