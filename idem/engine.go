@@ -122,6 +122,16 @@ type Options struct {
 	// uses the store's own secret, which its migrations create; set it to
 	// share derived keys across stores.
 	Secret []byte
+	// StoreTimeout bounds each wait on the key store outside a handler
+	// (a lookup, a claim, a phase's start), and how long past its lease
+	// an attempt's handler, or a phase, runs before its context ends. A
+	// database that stops answering without closing its connections (a
+	// network partition, a frozen host) then gets 503 store-unavailable
+	// with Retry-After, and the stalled connection is closed, instead of
+	// a request that never ends. An attempt that reaches the bound while
+	// the store still answers overran its lease and gets 500
+	// lease-overrun. Zero means 5s.
+	StoreTimeout time.Duration
 }
 
 // Observer is what requests are reported to: a log tracer on the Logger
@@ -141,6 +151,7 @@ type Engine[T any] struct {
 	log           *slog.Logger
 	retryAfter    time.Duration
 	maxRetryAfter time.Duration
+	storeTimeout  time.Duration
 	problems      ProblemShape
 	tracer        Tracer
 	steps         StepTracer // the tracer's steps; nil when it has none
@@ -154,7 +165,7 @@ type Engine[T any] struct {
 // wrapper that would lose it without a word, which is a mistake in the
 // program, found at its start.
 func NewEngine[T any](store Store[T], opts Options) *Engine[T] {
-	e := &Engine[T]{store: store, scope: opts.Scope, log: opts.Logger, retryAfter: opts.RetryAfter, maxRetryAfter: opts.MaxRetryAfter, problems: opts.Problems}
+	e := &Engine[T]{store: store, scope: opts.Scope, log: opts.Logger, retryAfter: opts.RetryAfter, maxRetryAfter: opts.MaxRetryAfter, storeTimeout: opts.StoreTimeout, problems: opts.Problems}
 	caps, err := capabilitiesOf(store)
 	if err != nil {
 		panic(err)
@@ -173,6 +184,9 @@ func NewEngine[T any](store Store[T], opts Options) *Engine[T] {
 	}
 	if e.maxRetryAfter <= 0 {
 		e.maxRetryAfter = 30 * time.Second
+	}
+	if e.storeTimeout <= 0 {
+		e.storeTimeout = 5 * time.Second
 	}
 	return e
 }
@@ -299,7 +313,11 @@ func (e *Engine[T]) serve(ctx context.Context, op *Operation, fingerprint []byte
 		return e.storeFailed(ctx, "secret", err), nil
 	}
 	if id.Key == "" {
-		txn, err := e.store.Begin(ctx)
+		var txn Txn[T]
+		err := e.waitStore(ctx, func(ctx context.Context) (err error) {
+			txn, err = e.store.Begin(ctx)
+			return err
+		})
 		if err != nil {
 			return e.storeFailed(ctx, "begin", err), nil
 		}
@@ -313,11 +331,16 @@ func (e *Engine[T]) serve(ctx context.Context, op *Operation, fingerprint []byte
 			return rec, outcome{}, nil
 		}
 		if lc == nil {
-			rec, err := e.store.Lookup(ctx, id)
+			rec, err := e.lookup(ctx, id)
 			e.endLookup(ctx, step, err)
 			return rec, outcome{}, err
 		}
-		rec, txn, err := lc.LookupClaim(ctx, id, Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease, Generation: 1})
+		var rec Record
+		var txn Txn[T]
+		err := e.waitStore(ctx, func(ctx context.Context) (err error) {
+			rec, txn, err = lc.LookupClaim(ctx, id, Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease, Generation: 1})
+			return err
+		})
 		e.endLookup(ctx, step, err)
 		if txn == nil {
 			return rec, outcome{}, err
@@ -328,7 +351,11 @@ func (e *Engine[T]) serve(ctx context.Context, op *Operation, fingerprint []byte
 	}
 	return e.decideAndClaim(ctx, op, id, fingerprint, read, func(rec Record, c Claim) (outcome, error) {
 		step := e.startStep(ctx, op, StepClaim, rec.RecoveryPoint)
-		txn, err := e.store.Claim(ctx, id, c)
+		var txn Txn[T]
+		err := e.waitStore(ctx, func(ctx context.Context) (err error) {
+			txn, err = e.store.Claim(ctx, id, c)
+			return err
+		})
 		e.endLookup(ctx, step, err)
 		if err != nil {
 			return outcome{}, err
@@ -560,7 +587,11 @@ func (e *Engine[T]) derivationSecret(ctx context.Context) ([]byte, error) {
 	if p := e.secret.Load(); p != nil {
 		return *p, nil
 	}
-	secret, err := e.store.Secret(ctx)
+	var secret []byte
+	err := e.waitStore(ctx, func(ctx context.Context) (err error) {
+		secret, err = e.store.Secret(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -571,18 +602,68 @@ func (e *Engine[T]) derivationSecret(ctx context.Context) ([]byte, error) {
 	return secret, nil
 }
 
-// endTimeout bounds ending an attempt (its commit or rollback), so that a
-// connection that stops answering cannot hold the request for good. The
-// operation's lease is the bound the attempt already lives by.
-func endTimeout(op *Operation) time.Duration {
-	return max(op.Lease, time.Second)
+// waitStore runs one wait on the store, f, bounded by StoreTimeout. When
+// f fails because the bound passed while the request lives on, the store
+// stalled: the error says so, as an ErrStoreUnavailable.
+func (e *Engine[T]) waitStore(ctx context.Context, f func(context.Context) error) error {
+	bctx, cancel := context.WithTimeout(ctx, e.storeTimeout)
+	defer cancel()
+	err := f(bctx)
+	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
+		return e.stalled(err)
+	}
+	return err
 }
 
-// endContext is the context an attempt ends in: it outlives the client,
-// since a response the handler produced is worth storing even if the
-// client has gone, but not the operation's bound.
-func endContext(ctx context.Context, op *Operation) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), endTimeout(op))
+// stalled wraps the error of a wait on the store that StoreTimeout ended.
+func (e *Engine[T]) stalled(err error) error {
+	return fmt.Errorf("%w: it did not answer within %v (Options.StoreTimeout): %w", ErrStoreUnavailable, e.storeTimeout, err)
+}
+
+// lookup reads id within StoreTimeout.
+func (e *Engine[T]) lookup(ctx context.Context, id ID) (rec Record, err error) {
+	err = e.waitStore(ctx, func(ctx context.Context) (err error) {
+		rec, err = e.store.Lookup(ctx, id)
+		return err
+	})
+	return rec, err
+}
+
+// attemptContext is the context an attempt's handler, or a phase, runs
+// in: it ends StoreTimeout past the lease, so that a statement on a
+// connection that stopped answering cannot hold the request for good.
+func (e *Engine[T]) attemptContext(ctx context.Context, op *Operation, at *Attempt[T]) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(ctx, at.started.Add(op.Lease+e.storeTimeout))
+}
+
+// endContext is the context an attempt ends in (its commit or rollback):
+// it outlives the client, since a response the handler produced is worth
+// storing even if the client has gone, but not the attempt's bound, or
+// StoreTimeout from now when that is later.
+func (e *Engine[T]) endContext(ctx context.Context, op *Operation, at *Attempt[T]) (context.Context, context.CancelFunc) {
+	deadline := at.started.Add(op.Lease + e.storeTimeout)
+	if soon := time.Now().Add(e.storeTimeout); soon.After(deadline) {
+		deadline = soon
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
+}
+
+// releaseContext is the context a phased attempt's lease is released in:
+// a bound of its own, from when the release starts, since the phases
+// before it may have run for longer than one lease.
+func (e *Engine[T]) releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), e.storeTimeout)
+}
+
+// overran answers an attempt, or a phase, whose handler failed after its
+// context ended StoreTimeout past the lease, the request living on: a
+// read of the key tells whether the store still answers. If it does, the
+// work overran the lease; if not, the store stalled under it.
+func (e *Engine[T]) overran(ctx context.Context, op *Operation, at *Attempt[T], step string, err error) *Response {
+	if _, perr := e.lookup(ctx, at.id); perr != nil {
+		return e.storeFailed(ctx, step, fmt.Errorf("%w; the attempt got no answer until its context ended %v past the lease: %v", perr, e.storeTimeout, err))
+	}
+	return e.attemptFailed(ctx, op, at, step, fmt.Errorf("%w: its context ended %v past the lease: %w", ErrLeaseOverrun, e.storeTimeout, err))
 }
 
 // execute runs the handler in the attempt and stores its response. A Go
@@ -592,7 +673,10 @@ func (e *Engine[T]) execute(ctx context.Context, op *Operation, txn Txn[T], at *
 	o := observed(ctx)
 	defer func() { o.held += time.Since(at.started) }()
 	step := e.startStep(ctx, op, StepAttempt, "")
-	write, err := callHandler(step.ctx, at, h)
+	hctx, cancelHandler := e.attemptContext(step.ctx, op, at)
+	write, err := callHandler(hctx, at, h)
+	overran := err != nil && hctx.Err() != nil && ctx.Err() == nil
+	cancelHandler()
 	if err == nil && write == nil {
 		err = fmt.Errorf("idem: %s returned neither a response nor an error", at.id.Operation)
 	}
@@ -603,11 +687,10 @@ func (e *Engine[T]) execute(ctx context.Context, op *Operation, txn Txn[T], at *
 		}
 	}
 	e.endStep(step, err)
-	// The bound on ending starts when the ending does.
-	endCtx, cancel := endContext(ctx, op)
+	endCtx, cancel := e.endContext(ctx, op, at)
 	defer cancel()
 	if err != nil {
-		return e.abort(ctx, endCtx, op, txn, at, err)
+		return e.abort(ctx, endCtx, op, txn, at, err, overran)
 	}
 	step = e.startStep(ctx, op, StepCommit, "")
 	err = txn.Complete(endCtx, resp)
@@ -634,7 +717,10 @@ func callHandler[T any](ctx context.Context, at *Attempt[T], h Handler[T]) (w Wr
 // from the store going away (or from the attempt overrunning its lease),
 // and the client gets an answer that says so instead of a 500; when the
 // client went away, the attempt was its cancellation.
-func (e *Engine[T]) abort(ctx, endCtx context.Context, op *Operation, txn Txn[T], at *Attempt[T], handlerErr error) (*Response, error) {
+//
+// overran says the handler failed after its context's deadline: see
+// Engine.overran.
+func (e *Engine[T]) abort(ctx, endCtx context.Context, op *Operation, txn Txn[T], at *Attempt[T], handlerErr error, overran bool) (*Response, error) {
 	abortErr := txn.Abort(endCtx)
 	if pe := (*PanicError)(nil); errors.As(handlerErr, &pe) && pe.Value == http.ErrAbortHandler {
 		panic(http.ErrAbortHandler)
@@ -642,6 +728,8 @@ func (e *Engine[T]) abort(ctx, endCtx context.Context, op *Operation, txn Txn[T]
 	switch {
 	case ctx.Err() != nil:
 		return e.clientGone(ctx, "handler", handlerErr), nil
+	case overran:
+		return e.overran(ctx, op, at, "handler", handlerErr), nil
 	case errors.Is(abortErr, ErrStoreUnavailable):
 		return e.attemptFailed(ctx, op, at, "handler", fmt.Errorf("%w (the handler failed with: %w)", abortErr, handlerErr)), nil
 	case abortErr != nil:
@@ -667,9 +755,9 @@ func (e *Engine[T]) attemptFailed(ctx context.Context, op *Operation, at *Attemp
 	}
 	took := time.Since(at.started).Round(time.Millisecond)
 	observed(ctx).err = fmt.Errorf("idem: %s: the attempt took %s, over its lease of %s: %w", step, took, op.Lease, err)
-	detail := fmt.Sprintf("The request's work took %s, longer than operation %s's lease of %s, so the database ended its transaction and nothing of it was stored. Retrying runs it again and fails the same way until the work fits the lease; the API's operators have been told.", took, op.Name, op.Lease)
+	detail := fmt.Sprintf("The request's work took %s, longer than operation %s's lease of %s, so its transaction was ended and nothing of it was stored. Retrying runs it again and fails the same way until the work fits the lease; the API's operators have been told.", took, op.Name, op.Lease)
 	if at.point != "" {
-		detail = fmt.Sprintf("A step of the request took %s, longer than operation %s's lease of %s, so the database ended its transaction; the steps up to %q are kept. Retrying resumes there and fails the same way until the step fits the lease; the API's operators have been told.", took, op.Name, op.Lease, at.point)
+		detail = fmt.Sprintf("A step of the request took %s, longer than operation %s's lease of %s, so its transaction was ended; the steps up to %q are kept. Retrying resumes there and fails the same way until the step fits the lease; the API's operators have been told.", took, op.Name, op.Lease, at.point)
 	}
 	return e.render(&Problem{
 		Type:   TypeLeaseOverrun,

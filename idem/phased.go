@@ -66,7 +66,7 @@ func (e *Engine[T]) servePhased(ctx context.Context, op *Operation, fingerprint 
 			e.endLookup(ctx, step, nil)
 			return rec, outcome{}, nil
 		}
-		rec, err := e.store.Lookup(ctx, id)
+		rec, err := e.lookup(ctx, id)
 		e.endLookup(ctx, step, err)
 		return rec, outcome{}, err
 	}
@@ -75,7 +75,11 @@ func (e *Engine[T]) servePhased(ctx context.Context, op *Operation, fingerprint 
 			c.Request = e.storedRequest(ctx, op, request)
 		}
 		step := e.startStep(ctx, op, StepClaim, rec.RecoveryPoint)
-		lease, err := e.store.Lease(ctx, id, c)
+		var lease Lease[T]
+		err := e.waitStore(ctx, func(ctx context.Context) (err error) {
+			lease, err = e.store.Lease(ctx, id, c)
+			return err
+		})
 		e.endLookup(ctx, step, err)
 		if err != nil {
 			return outcome{}, err
@@ -106,11 +110,11 @@ func (e *PhaseError) Unwrap() error { return e.Err }
 // runPhases runs the phases from at's recovery point to the response.
 func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T], at *Attempt[T], run PhaseFunc[T]) (*Response, error) {
 	release := func() {
-		// Each end gets a bound of its own, from when it starts: the
-		// phases before it may have run for longer than one lease.
-		endCtx, cancel := endContext(ctx, op)
+		endCtx, cancel := e.releaseContext(ctx)
 		defer cancel()
-		if err := lease.Release(endCtx); err != nil {
+		// A store that cannot be reached is the request's own record's
+		// to report; the lease passes by itself.
+		if err := lease.Release(endCtx); err != nil && !errors.Is(err, ErrStoreUnavailable) {
 			e.log.ErrorContext(ctx, "idem: release lease", "operation", op.Name, "recovery_point", at.point, "error", err)
 		}
 	}
@@ -123,7 +127,11 @@ func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T]
 		}
 		at.started = time.Now()
 		step := e.startStep(ctx, op, StepAttempt, at.point)
-		ph, err := lease.Phase(ctx)
+		var ph Phase[T]
+		err := e.waitStore(ctx, func(ctx context.Context) (err error) {
+			ph, err = lease.Phase(ctx)
+			return err
+		})
 		if err != nil {
 			e.endStep(step, err)
 			o.held += time.Since(at.started)
@@ -144,6 +152,8 @@ func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T]
 			switch {
 			case ctx.Err() != nil:
 				return e.clientGone(ctx, "phase", err), nil
+			case errors.As(err, new(*overrunError)):
+				return e.overran(ctx, op, at, "phase", err), nil
 			case errors.Is(err, ErrStoreUnavailable):
 				// The phase's connection was lost and the phase rolled
 				// back; if the release failed too, the lease lets a retry
@@ -152,8 +162,7 @@ func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T]
 			}
 			return nil, &PhaseError{Operation: op.Name, Point: at.point, Err: err}
 		}
-		// The phase's end gets a bound of its own: the lease it renewed.
-		phaseEnd, cancelPhase := endContext(ctx, op)
+		phaseEnd, cancelPhase := e.endContext(ctx, op, at)
 		step = e.startStep(ctx, op, StepCommit, at.point)
 		if resp != nil {
 			err := ph.Complete(phaseEnd, resp)
@@ -187,12 +196,21 @@ func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T]
 // Go error, a panic or a bad step it rolls the phase back and returns the
 // error; when the phase's own connection was lost, the error matches
 // ErrStoreUnavailable.
+//
+// A phase that failed after its context ended StoreTimeout past the lease
+// returns an *overrunError.
 func (e *Engine[T]) runPhase(ctx context.Context, op *Operation, ph Txn[T], at *Attempt[T], run PhaseFunc[T]) (next string, resp *Response, err error) {
-	next, resp, err = callPhase(ctx, op, at, run)
+	pctx, cancelPhase := e.attemptContext(ctx, op, at)
+	next, resp, err = callPhase(pctx, op, at, run)
+	overran := err != nil && pctx.Err() != nil && ctx.Err() == nil
+	cancelPhase()
 	if err == nil {
 		return next, resp, nil
 	}
-	abortCtx, cancel := endContext(ctx, op)
+	if overran {
+		err = &overrunError{err}
+	}
+	abortCtx, cancel := e.endContext(ctx, op, at)
 	defer cancel()
 	abortErr := ph.Abort(abortCtx)
 	if pe := (*PanicError)(nil); errors.As(err, &pe) && pe.Value == http.ErrAbortHandler {
@@ -238,7 +256,11 @@ func callPhase[T any](ctx context.Context, op *Operation, at *Attempt[T], run Ph
 func (e *Engine[T]) runKeyless(ctx context.Context, op *Operation, at *Attempt[T], run PhaseFunc[T]) (*Response, error) {
 	o := observed(ctx)
 	for {
-		txn, err := e.store.Begin(ctx)
+		var txn Txn[T]
+		err := e.waitStore(ctx, func(ctx context.Context) (err error) {
+			txn, err = e.store.Begin(ctx)
+			return err
+		})
 		if err != nil {
 			return e.storeFailed(ctx, "begin", err), nil
 		}
@@ -251,12 +273,14 @@ func (e *Engine[T]) runKeyless(ctx context.Context, op *Operation, at *Attempt[T
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return e.clientGone(ctx, "handler", err), nil
+		case errors.As(err, new(*overrunError)):
+			return e.overran(ctx, op, at, "handler", err), nil
 		case errors.Is(err, ErrStoreUnavailable):
 			return e.attemptFailed(ctx, op, at, "handler", err), nil
 		case err != nil:
 			return nil, err
 		}
-		endCtx, cancel := endContext(ctx, op)
+		endCtx, cancel := e.endContext(ctx, op, at)
 		err = txn.Complete(endCtx, resp)
 		cancel()
 		if err != nil {
@@ -311,3 +335,10 @@ func (e *Engine[T]) leaseLost(ctx context.Context, at *Attempt[T]) error {
 	observed(ctx).leaseLost++
 	return errLeaseLost
 }
+
+// overrunError is the error of a phase that failed after its context
+// ended, StoreTimeout past its lease.
+type overrunError struct{ err error }
+
+func (e *overrunError) Error() string { return e.err.Error() }
+func (e *overrunError) Unwrap() error { return e.err }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -259,4 +260,181 @@ func TestLostCommitAcknowledgement(t *testing.T) {
 	if orders != 1 || runs.Load() != 1 {
 		t.Fatalf("%d orders after %d runs, want 1 and 1", orders, runs.Load())
 	}
+}
+
+// A database that stops answering without closing anything (a partition,
+// a frozen host) gets a 503 store-unavailable within the bound the
+// engine's StoreTimeout sets, wherever the request was when it stalled:
+// waiting on its lookup, on a handler's statement, or on a phase's start.
+// Nothing runs unclaimed, the stalled attempt's writes are rolled back,
+// its connection is discarded, and a retry once the partition heals runs
+// the request once.
+func TestStoreStallIs503(t *testing.T) {
+	const lease = 2 * time.Second
+	for _, tc := range []struct {
+		name   string
+		phased bool
+		// stallAt is where the partition begins: "lookup" before the
+		// request, "connect" before it with no connection open,
+		// "handler" at the handler's first statement.
+		stallAt string
+		// logged is what the request's one log line says.
+		logged string
+	}{
+		{"lookup", false, "lookup", "did not answer within 1s"},
+		{"connect", false, "connect", "could be opened"},
+		{"handler", false, "handler", "did not answer within 1s"},
+		{"phased lookup", true, "lookup", "did not answer within 1s"},
+		{"phase", true, "handler", "did not answer within 1s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			direct := newPool(t, nil)
+			if _, err := direct.Exec(ctx, `CREATE TABLE orders (id serial PRIMARY KEY, key text NOT NULL)`); err != nil {
+				t.Fatal(err)
+			}
+			p, partitioned := proxied(t, direct)
+			var logs lockedBuffer
+			logger := slog.New(slog.NewTextHandler(&logs, nil))
+			opts := idem.Options{Logger: logger, StoreTimeout: time.Second}
+			storeOpts := pgstore.Options{}
+			if tc.stallAt == "connect" {
+				// The pool's own bound comes first: the pool had room, so
+				// its wait was on a database that did not answer, not on
+				// a busy pool.
+				opts.StoreTimeout, storeOpts.AcquireTimeout = time.Minute, 500*time.Millisecond
+			}
+			op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: lease}
+			if tc.phased {
+				op.RecoveryPoints = []string{"charged"}
+			}
+			var runs atomic.Int64
+			stall := func() {}
+			handler := func(ctx context.Context, tx pgx.Tx) error {
+				runs.Add(1)
+				stall()
+				_, err := tx.Exec(ctx, `INSERT INTO orders (key) VALUES ('k1')`)
+				return err
+			}
+			serve := func(e *idem.Engine[pgx.Tx], key string) (*idem.Response, error) {
+				r, _ := http.NewRequest("POST", "/orders", nil)
+				r.Header.Set(idem.HeaderKey, key)
+				rctx := idem.WithRequest(ctx, r)
+				created := func(w http.ResponseWriter) error { w.WriteHeader(201); return nil }
+				if tc.phased {
+					return e.ServePhased(rctx, op, []byte("fp"), func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (string, idem.Writer, error) {
+						if at.RecoveryPoint() == "" {
+							return "charged", nil, nil
+						}
+						return "", created, handler(ctx, at.Tx())
+					})
+				}
+				return e.Serve(rctx, op, []byte("fp"), func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+					return created, handler(ctx, at.Tx())
+				})
+			}
+			stalled := idem.NewEngine(pgstore.New(partitioned, storeOpts), opts)
+			// The engine reads its secret, and the pool connects, before
+			// the partition.
+			if resp, err := serve(stalled, "warm-up"); err != nil || resp.Status != 201 {
+				t.Fatalf("warm-up: %+v, %v", resp, err)
+			}
+			runs.Store(0)
+			logs.Reset()
+			switch tc.stallAt {
+			case "lookup":
+				p.holed.Store(true)
+			case "connect":
+				partitioned.Reset()
+				p.holed.Store(true)
+			case "handler":
+				stall = func() { p.holed.Store(true) }
+			}
+
+			answered := make(chan *idem.Response, 1)
+			go func() {
+				resp, err := serve(stalled, "k1")
+				if err != nil {
+					t.Errorf("stalled request: %v", err)
+				}
+				answered <- resp
+			}()
+			var resp *idem.Response
+			select {
+			case resp = <-answered:
+			case <-time.After(time.Minute): // bounds a hang, far past lease and StoreTimeout
+				t.Fatal("the stalled request got no answer: waits on the store have no bound")
+			}
+			stall = func() {}
+			if resp == nil || resp.Status != 503 || !bytes.Contains(resp.Body, []byte(idem.TypeStoreUnavailable)) || resp.Header.Get("Retry-After") == "" {
+				t.Fatalf("stalled request: %+v; want 503 store-unavailable with Retry-After", resp)
+			}
+			if n := strings.Count(logs.String(), "\n"); n != 1 || !strings.Contains(logs.String(), tc.logged) {
+				t.Errorf("the stalled request logged %d lines, want one saying %q:\n%s", n, tc.logged, logs.String())
+			}
+			wantRuns := int64(0)
+			if tc.stallAt == "handler" {
+				wantRuns = 1
+			}
+			if runs.Load() != wantRuns {
+				t.Fatalf("the handler ran %d times while the store stalled, want %d", runs.Load(), wantRuns)
+			}
+
+			// A retry through a healthy connection runs the request once,
+			// when the stalled session's lease lets go of the key.
+			runs.Store(0)
+			healthy := idem.NewEngine(pgstore.New(direct, pgstore.Options{}), idem.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			deadline := time.Now().Add(time.Minute)
+			for {
+				resp, err := serve(healthy, "k1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.Status == 201 {
+					break
+				}
+				if resp.Status != 409 || time.Now().After(deadline) {
+					t.Fatalf("retry: %+v; want 409 until the stalled attempt's lease passes, then 201", resp)
+				}
+				time.Sleep(50 * time.Millisecond) // a client's Retry-After, shortened
+			}
+			var orders int
+			if err := direct.QueryRow(ctx, `SELECT count(*) FROM orders`).Scan(&orders); err != nil {
+				t.Fatal(err)
+			}
+			if orders != 2 || runs.Load() != 1 {
+				t.Fatalf("%d orders (with the warm-up's) after the retry ran %d times; want 2 and 1", orders, runs.Load())
+			}
+			// Once the partition heals, the stalled engine serves again:
+			// the stalled connection went out of its pool, not back in.
+			p.holed.Store(false)
+			if resp, err := serve(stalled, "after"); err != nil || resp.Status != 201 {
+				t.Fatalf("after the partition: %+v, %v; want 201", resp, err)
+			}
+		})
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that goroutines may share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *lockedBuffer) Reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.Reset()
 }

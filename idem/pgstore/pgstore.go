@@ -156,8 +156,25 @@ func lockID(id idem.ID) int64 {
 }
 
 // ErrNoConnection reports that no connection came free within the
-// store's AcquireTimeout; it matches idem.ErrStoreUnavailable.
+// store's AcquireTimeout; it matches idem.ErrStoreUnavailable and
+// idem.ErrStoreBusy.
 var ErrNoConnection = errors.New("pgstore: no database connection came free in time")
+
+// ErrConnectTimeout reports that the pool had room for a connection but
+// could not open one within the store's AcquireTimeout: the database, or
+// the network to it, does not answer. It matches idem.ErrStoreUnavailable,
+// not idem.ErrStoreBusy.
+var ErrConnectTimeout = errors.New("pgstore: no database connection could be opened in time")
+
+// acquireTimedOut is the error of a wait for a pool's connection that
+// AcquireTimeout ended: the pool was busy when every connection it may
+// open was lent, and the database did not answer otherwise.
+func (s *Store) acquireTimedOut() error {
+	if st := s.pool.Stat(); st.AcquiredConns() < st.MaxConns() {
+		return ErrConnectTimeout
+	}
+	return ErrNoConnection
+}
 
 // read runs f on a connection acquired within the AcquireTimeout, so
 // that a full pool answers 503 quickly instead of queueing the request.
@@ -170,7 +187,7 @@ func (s *Store) read(ctx context.Context, f func(q *dbsqlc.Queries) error) error
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			err = ErrNoConnection
+			err = s.acquireTimedOut()
 		}
 		return err
 	}
@@ -192,6 +209,9 @@ func (s *Store) begin(ctx context.Context) (tx pgx.Tx, release func(), err error
 		release()
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			err = ErrNoConnection
+			if s.pool != nil {
+				err = s.acquireTimedOut()
+			}
 		}
 		return nil, nil, err
 	}
@@ -694,7 +714,7 @@ func unavailable(err error) bool {
 	if target := (net.Error)(nil); errors.As(err, &target) {
 		return true
 	}
-	return errors.Is(err, ErrNoConnection) || errors.Is(err, pgconn.ErrConnClosed) ||
+	return errors.Is(err, ErrNoConnection) || errors.Is(err, ErrConnectTimeout) || errors.Is(err, pgconn.ErrConnClosed) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || pgconn.SafeToRetry(err)
 }
 

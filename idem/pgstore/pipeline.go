@@ -171,7 +171,7 @@ func (s *Store) acquireWith(ctx context.Context, turn func()) (attemptConn, erro
 	if err != nil {
 		turn()
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			err = ErrNoConnection
+			err = s.acquireTimedOut()
 		}
 		return attemptConn{}, err
 	}

@@ -459,6 +459,46 @@ func TestLeaseOverrunIsNamed(t *testing.T) {
 	}
 }
 
+// Work still running StoreTimeout past its lease, with the store
+// answering, has its context ended and is answered as the overrun it is,
+// whether it waits on its own statement or on a foreign call: not as an
+// outage, and with nothing stored.
+func TestWorkPastLeaseIsOverrun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		work func(ctx context.Context, tx pgx.Tx) error
+	}{
+		{"busy statement", func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `SELECT pg_sleep(60)`)
+			return err
+		}},
+		{"foreign call", func(ctx context.Context, tx pgx.Tx) error {
+			<-ctx.Done()
+			return fmt.Errorf("provider: %w", ctx.Err())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := newPool(t, nil)
+			log := &errLog{}
+			e := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: slog.New(log), StoreTimeout: 500 * time.Millisecond})
+			op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Second}
+			resp, err := e.Serve(keyed("k"), op, []byte("a"), func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+				return created("{}"), tc.work(ctx, at.Tx())
+			})
+			if err != nil || answerOf(t, resp) != "500 lease-overrun" || !bytes.Contains(resp.Body, []byte("lease of 1s")) {
+				t.Fatalf("%+v, %v; want a 500 lease-overrun naming the lease", resp, err)
+			}
+			if errs := log.errors(); len(errs) != 1 || !strings.Contains(errs[0], "overran its lease") {
+				t.Fatalf("errors logged: %q, want one naming the overrun", errs)
+			}
+			var rows int
+			if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM idempotency_keys`).Scan(&rows); err != nil || rows != 0 {
+				t.Fatalf("%d key rows (%v), want none stored", rows, err)
+			}
+		})
+	}
+}
+
 // A request that finds no connection free within the acquire bound is
 // told the store is busy, and logged as a warning, not an error.
 func TestNoFreeConnectionIsBusy(t *testing.T) {
