@@ -5,9 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,95 +14,10 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore"
+	"github.com/idemgen/idemgen/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
-
-// proxy is a loopback TCP proxy to PostgreSQL that can be black-holed: it
-// then stops forwarding in both directions without closing anything, as a
-// network partition does.
-type proxy struct {
-	ln       net.Listener
-	upstream func() (net.Conn, error)
-	holed    atomic.Bool
-	// holeAfter, when set, black-holes the proxy right after it forwards
-	// a client message that contains it.
-	holeAfter atomic.Pointer[string]
-	once      sync.Once
-	mu        sync.Mutex
-	conns     []net.Conn
-	wg        sync.WaitGroup
-}
-
-func startProxy(t *testing.T, upstream func() (net.Conn, error)) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, upstream: upstream}
-	p.wg.Add(1)
-	go p.serve()
-	return p
-}
-
-func (p *proxy) addr() *net.TCPAddr { return p.ln.Addr().(*net.TCPAddr) }
-
-func (p *proxy) serve() {
-	defer p.wg.Done()
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		server, err := p.upstream()
-		if err != nil {
-			client.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, client, server)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(server, client, true)
-		go p.pipe(client, server, false)
-	}
-}
-
-// pipe copies src to dst until either closes, dropping what it reads
-// while the proxy is black-holed.
-func (p *proxy) pipe(dst, src net.Conn, fromClient bool) {
-	defer p.wg.Done()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && !p.holed.Load() {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-			if marker := p.holeAfter.Load(); fromClient && marker != nil && bytes.Contains(bytes.ToLower(buf[:n]), []byte(*marker)) {
-				p.holed.Store(true)
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *proxy) close() {
-	p.once.Do(p.shutdown)
-}
-
-func (p *proxy) shutdown() {
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
 
 // A server that loses its database mid-attempt, to a partition that closes
 // nothing, holds the key no longer than the operation's lease: the
@@ -147,7 +60,7 @@ func TestBlackholedConnectionReleasesKey(t *testing.T) {
 		first <- resp
 	}()
 	<-inserted
-	p.holed.Store(true)
+	p.Hole(true)
 	inserted <- struct{}{}
 
 	// A retry on a healthy connection gets 409 while the lost attempt's
@@ -186,33 +99,10 @@ func TestBlackholedConnectionReleasesKey(t *testing.T) {
 	}
 }
 
-// proxied returns a pool on the same database as direct that connects
-// through a proxy, and the proxy.
-func proxied(t *testing.T, direct *pgxpool.Pool, configure ...func(*pgxpool.Config)) (*proxy, *pgxpool.Pool) {
+// proxied is pgtest.Proxied.
+func proxied(t *testing.T, direct *pgxpool.Pool, configure ...func(*pgxpool.Config)) (*pgtest.Proxy, *pgxpool.Pool) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(direct.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
-	network := "tcp"
-	if len(cfg.ConnConfig.Host) > 0 && cfg.ConnConfig.Host[0] == '/' {
-		network, target = "unix", cfg.ConnConfig.Host+"/.s.PGSQL."+strconv.Itoa(int(cfg.ConnConfig.Port))
-	}
-	p := startProxy(t, func() (net.Conn, error) { return net.Dial(network, target) })
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = "127.0.0.1", uint16(p.addr().Port), nil
-	cfg.ConnConfig.TLSConfig = nil
-	for _, f := range configure {
-		f(cfg)
-	}
-	partitioned, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The partition ends before the pool closes, so that closing does not
-	// wait on silent connections.
-	t.Cleanup(func() { p.close(); partitioned.Close() })
-	return p, partitioned
+	return pgtest.Proxied(t, direct, configure...)
 }
 
 // When the acknowledgement of an attempt's COMMIT is lost, the attempt may
@@ -243,8 +133,7 @@ func TestLostCommitAcknowledgement(t *testing.T) {
 			return func(w http.ResponseWriter) error { w.WriteHeader(201); return nil }, nil
 		})
 	}
-	marker := "commit\x00" // the end of the COMMIT statement's text
-	p.holeAfter.Store(&marker)
+	p.HoleAfter("commit\x00") // the end of the COMMIT statement's text
 	resp, err := serve(idem.NewEngine(pgstore.New(partitioned, pgstore.Options{}), idem.Options{Logger: quiet}))
 	if err != nil || resp.Status != 503 || !bytes.Contains(resp.Body, []byte("may have run")) {
 		t.Fatalf("lost commit acknowledgement: %+v, %v; want a 503 saying the request may have run", resp, err)
@@ -343,12 +232,12 @@ func TestStoreStallIs503(t *testing.T) {
 			logs.Reset()
 			switch tc.stallAt {
 			case "lookup":
-				p.holed.Store(true)
+				p.Hole(true)
 			case "connect":
 				partitioned.Reset()
-				p.holed.Store(true)
+				p.Hole(true)
 			case "handler":
-				stall = func() { p.holed.Store(true) }
+				stall = func() { p.Hole(true) }
 			}
 
 			answered := make(chan *idem.Response, 1)
@@ -407,7 +296,7 @@ func TestStoreStallIs503(t *testing.T) {
 			}
 			// Once the partition heals, the stalled engine serves again:
 			// the stalled connection went out of its pool, not back in.
-			p.holed.Store(false)
+			p.Hole(false)
 			if resp, err := serve(stalled, "after"); err != nil || resp.Status != 201 {
 				t.Fatalf("after the partition: %+v, %v; want 201", resp, err)
 			}
@@ -437,4 +326,42 @@ func (l *lockedBuffer) Reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.b.Reset()
+}
+
+// A statement the network holds back until PostgreSQL has ended the
+// transaction as idle for the lease is an outage, not a lease overrun:
+// the handler sent it long before its lease was up, so a retry works
+// once the network does.
+func TestHeldStatementIsNotOverrun(t *testing.T) {
+	ctx := context.Background()
+	direct := newPool(t, nil)
+	p, partitioned := proxied(t, direct)
+	e := idem.NewEngine(pgstore.New(partitioned, pgstore.Options{}), idem.Options{Logger: slog.New(slog.DiscardHandler), StoreTimeout: time.Minute})
+	op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Second}
+	r, _ := http.NewRequest("POST", "/orders", nil)
+	r.Header.Set(idem.HeaderKey, "k1")
+	resp, err := e.Serve(idem.WithRequest(ctx, r), op, []byte("fp"), func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+		if _, err := at.Tx().Exec(ctx, `SELECT 1`); err != nil {
+			return nil, err
+		}
+		p.Hole(true)
+		go func() {
+			// The partition heals once PostgreSQL has ended the attempt's
+			// session, which nothing announces.
+			for {
+				var idle int
+				err := direct.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'`).Scan(&idle)
+				if err != nil || idle == 0 {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			p.Hole(false)
+		}()
+		_, err := at.Tx().Exec(ctx, `SELECT 1`)
+		return func(w http.ResponseWriter) error { w.WriteHeader(201); return nil }, err
+	})
+	if err != nil || resp.Status != 503 || !bytes.Contains(resp.Body, []byte(idem.TypeStoreUnavailable)) {
+		t.Fatalf("%+v, %v; want 503 store-unavailable, not a lease overrun", resp, err)
+	}
 }

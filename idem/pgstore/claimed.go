@@ -64,7 +64,7 @@ func (s *Store) LookupClaim(ctx context.Context, id idem.ID, c idem.Claim) (idem
 	}
 	conn.release = s.hold(lock, nil, c.Lease, conn.release)
 	t := &claimed{
-		s: s, c: conn, tx: &lazyTx{conn: conn.conn}, lock: lock,
+		s: s, c: conn, tx: &lazyTx{conn: conn.conn}, lock: lock, act: newActivity(c.Lease),
 		row: dbsqlc.StoreResponseParams{
 			Scope: id.Scope, Operation: id.Operation, Key: id.Key, Fingerprint: c.Fingerprint,
 			Attempt: 1, Generation: 1, TtlMs: c.TTL.Milliseconds(),
@@ -87,9 +87,10 @@ type claimed struct {
 	tx   *lazyTx
 	lock int64
 	row  dbsqlc.StoreResponseParams // the key's row, less its response
+	act  *activity
 }
 
-func (t *claimed) Tx() pgx.Tx { return ownedTx{t.tx} }
+func (t *claimed) Tx() pgx.Tx { return ownedTx{t.tx, t.act} }
 
 // RecordDerivation marks the key's row as derived, so that the reaper
 // keeps its generation.
@@ -118,11 +119,12 @@ func (t *claimed) Complete(ctx context.Context, r *idem.Response) error {
 		return err
 	})
 	release := t.release(ctx)
+	sent := time.Now()
 	_, released, err := finish(ctx, t.c, "store response", store, !t.tx.begun, &release)
 	if err == nil && !released {
 		t.s.poolerNoticed(t.row)
 	}
-	return err
+	return t.act.held("store response", sent, err)
 }
 
 // Abort rolls the handler's writes back and releases the key. When the

@@ -329,14 +329,14 @@ func (s *Store) Claim(ctx context.Context, id idem.ID, c idem.Claim) (idem.Txn[p
 			release()
 			return nil, claimError(err)
 		}
-		return &txn{tx: tx, q: s.q.WithTx(tx), id: id, row: row, release: s.hold(lock, nil, c.Lease, release)}, nil
+		return &txn{tx: tx, q: s.q.WithTx(tx), id: id, row: row, release: s.hold(lock, nil, c.Lease, release), act: newActivity(c.Lease)}, nil
 	}
 	tx, err := beginWith(ctx, conn, st)
 	if err != nil {
 		return nil, claimError(err)
 	}
 	conn.release = s.hold(lock, nil, c.Lease, conn.release)
-	return &txn{tx: tx, q: s.q.WithTx(tx), id: id, row: row, conn: &conn, release: conn.release}, nil
+	return &txn{tx: tx, q: s.q.WithTx(tx), id: id, row: row, conn: &conn, release: conn.release, act: newActivity(c.Lease)}, nil
 }
 
 // hold records that an attempt holds the key whose lock ID is lock (see
@@ -437,10 +437,11 @@ type txn struct {
 	// conn is the connection held for the transaction when it was begun
 	// with its first statement: ending it sends the last with COMMIT.
 	conn    *attemptConn
-	release func() // gives the connection or AttemptConns turn back
+	release func()    // gives the connection or AttemptConns turn back
+	act     *activity // nil for an attempt without a key
 }
 
-func (t *txn) Tx() pgx.Tx { return ownedTx{t.tx} }
+func (t *txn) Tx() pgx.Tx { return ownedTx{t.tx, t.act} }
 
 // RecordDerivation marks an atomic attempt's key row as derived, so that
 // the reaper keeps its generation.
@@ -490,17 +491,18 @@ func (t *txn) Complete(ctx context.Context, r *idem.Response) error {
 // end runs the attempt's last statement and commits: in one round trip
 // when the transaction was begun with its first.
 func (t *txn) end(ctx context.Context, what string, st statement) (int64, error) {
+	sent := time.Now()
 	if t.conn != nil {
 		rows, _, err := finish(ctx, *t.conn, what, st, false, nil)
-		return rows, err
+		return rows, t.act.held(what, sent, err)
 	}
 	defer t.release()
 	tag, err := t.tx.Exec(ctx, st.sql, st.args...)
 	if err != nil {
 		_ = t.tx.Rollback(context.WithoutCancel(ctx))
-		return 0, classify(what, err)
+		return 0, t.act.held(what, sent, classify(what, err))
 	}
-	return tag.RowsAffected(), commit(ctx, t.tx, "commit attempt")
+	return tag.RowsAffected(), t.act.held("commit attempt", sent, commit(ctx, t.tx, "commit attempt"))
 }
 
 // abandon rolls back and gives the connection back, for errors of the
@@ -604,14 +606,14 @@ func (l *lease) Phase(ctx context.Context) (idem.Phase[pgx.Tx], error) {
 			release()
 			return nil, phaseError(err)
 		}
-		return &txn{tx: tx, q: l.s.q.WithTx(tx), id: l.id, attempt: l.attempt, release: l.s.hold(lock, l.fingerprint, l.lease, release)}, nil
+		return &txn{tx: tx, q: l.s.q.WithTx(tx), id: l.id, attempt: l.attempt, release: l.s.hold(lock, l.fingerprint, l.lease, release), act: newActivity(l.lease)}, nil
 	}
 	tx, err := beginWith(ctx, conn, st)
 	if err != nil {
 		return nil, phaseError(err)
 	}
 	conn.release = l.s.hold(lock, l.fingerprint, l.lease, conn.release)
-	return &txn{tx: tx, q: l.s.q.WithTx(tx), id: l.id, attempt: l.attempt, conn: &conn, release: conn.release}, nil
+	return &txn{tx: tx, q: l.s.q.WithTx(tx), id: l.id, attempt: l.attempt, conn: &conn, release: conn.release, act: newActivity(l.lease)}, nil
 }
 
 func phaseError(err error) error {
@@ -642,13 +644,6 @@ func (l *lease) Release(ctx context.Context) error {
 // attempt's transaction: the engine ends it, with the stored response.
 var ErrOwnedTx = errors.New("pgstore: the attempt's transaction is committed by the idempotency layer with the response; return a response or an error instead")
 
-// ownedTx is the attempt's transaction as the handler sees it: everything
-// but ending it. Savepoints (Begin) work as usual.
-type ownedTx struct{ pgx.Tx }
-
-func (ownedTx) Commit(context.Context) error   { return ErrOwnedTx }
-func (ownedTx) Rollback(context.Context) error { return ErrOwnedTx }
-
 // classify wraps an error of the store's own database calls in its class
 // (see idem.ErrStoreUnavailable): the engine answers by the class alone,
 // so it is decided here, where the error arises.
@@ -660,6 +655,8 @@ func classify(what string, err error) error {
 		// The transaction or session sat idle for longer than the
 		// attempt's lease, which sets these timeouts.
 		return fmt.Errorf("pgstore: %s: %w: %w", what, idem.ErrLeaseOverrun, err)
+	case errors.Is(err, idem.ErrStoreUnavailable):
+		return err // classified where it arose (see activity)
 	case unavailable(err):
 		return fmt.Errorf("pgstore: %s: %w: %w", what, idem.ErrStoreUnavailable, err)
 	case rejectedInput(err):

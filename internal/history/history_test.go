@@ -70,12 +70,18 @@ func TestHistory(t *testing.T) {
 	for _, size := range []int32{4, 1} {
 		t.Run(fmt.Sprintf("pgstore/MaxConns=%d", size), func(t *testing.T) {
 			t.Parallel()
-			check(t, history.Run(t, pgHarness(t, size, false), cfg), cfg)
+			check(t, history.Run(t, pgHarness(t, size, false, false), cfg), cfg)
 		})
 	}
+	// A database that stops answering now and then, without closing
+	// anything: requests caught in it get 503s within the engine's bound.
+	t.Run("pgstore/stalls", func(t *testing.T) {
+		t.Parallel()
+		check(t, history.Run(t, pgHarness(t, 4, false, true), cfg), cfg)
+	})
 	t.Run("pgstore+redis/MaxConns=4", func(t *testing.T) {
 		t.Parallel()
-		h := pgHarness(t, 4, true)
+		h := pgHarness(t, 4, true, false)
 		hits := &filterHits{}
 		h.Tracer = hits
 		check(t, history.Run(t, h, cfg), cfg)
@@ -137,8 +143,9 @@ func memHarness() history.Harness[memstore.NoTx] {
 }
 
 // pgHarness is the Postgres store on a fresh database and a pool of size
-// connections; with filtered, behind a Redis replay filter.
-func pgHarness(t *testing.T, size int32, filtered bool) history.Harness[pgx.Tx] {
+// connections; with filtered, behind a Redis replay filter; with stalls,
+// connected through a proxy that stops forwarding now and then.
+func pgHarness(t *testing.T, size int32, filtered, stalls bool) history.Harness[pgx.Tx] {
 	cfg, err := pgxpool.ParseConfig(pgtest.NewDatabase(t))
 	if err != nil {
 		t.Fatal(err)
@@ -156,6 +163,15 @@ func pgHarness(t *testing.T, size int32, filtered bool) history.Harness[pgx.Tx] 
 		t.Fatal(err)
 	}
 	var opts history.PostgresOptions
+	if stalls {
+		// A connection opened into a partition gives up after a second,
+		// as a pool's connect_timeout makes it.
+		opts.Admin = pool
+		opts.Proxy, pool = pgtest.Proxied(t, pool, func(cfg *pgxpool.Config) {
+			cfg.MaxConns, cfg.ConnConfig.ConnectTimeout = size, time.Second
+		})
+		opts.StoreTimeout = 500 * time.Millisecond
+	}
 	if filtered {
 		rdb, prefix := redistest.Client(t)
 		// A timeout no loaded machine reaches: the run asserts that Redis

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore"
+	"github.com/idemgen/idemgen/internal/pgtest"
 	"github.com/idemgen/idemgen/internal/upgrade"
 )
 
@@ -25,7 +27,21 @@ type PostgresOptions struct {
 	// TTL, as time would: to drop the key's replay filter entry, whose
 	// TTL is shorter than the key's.
 	Expire func(testing.TB, idem.ID)
+	// Proxy, when set, is the proxy the pool connects through: the
+	// harness's Stall black-holes it for a while.
+	Proxy *pgtest.Proxy
+	// StoreTimeout is the engine's bound on waiting for the store.
+	StoreTimeout time.Duration
+	// Admin, when set, is a pool on the same database that the checker's
+	// own statements and the janitor use, as an operator's tools and a
+	// janitor on another host would: a stall of the servers' proxy does
+	// not reach it. Nil uses the servers' pool.
+	Admin *pgxpool.Pool
 }
+
+// advisoryLocks counts the advisory locks held on the database.
+const advisoryLocks = `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+	AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
 
 // Postgres is the checker's harness for the Postgres store on pool, whose
 // database has the key store migrated: the handlers' effects go to a table
@@ -35,12 +51,18 @@ type PostgresOptions struct {
 // may be held and no connection lost but those the checker killed.
 func Postgres(t testing.TB, pool *pgxpool.Pool, opts PostgresOptions) Harness[pgx.Tx] {
 	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `CREATE TABLE history_effects (scope text, operation text, key text, generation bigint, phase text, token text)`); err != nil {
+	admin := opts.Admin
+	if admin == nil {
+		admin = pool
+	}
+	if _, err := admin.Exec(ctx, `CREATE TABLE history_effects (scope text, operation text, key text, generation bigint, phase text, token text)`); err != nil {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	store := pgstore.New(pool, opts.Store)
-	var kills atomic.Int64
+	janitor := pgstore.New(admin, pgstore.Options{})
+	var kills, stalls atomic.Int64
+	var stalling atomic.Int32 // the stalls under way: the last one to end heals the proxy
 	// age changes a key's row unless a phase holds it, as the clock would
 	// between phases; the checker never waits for a running phase.
 	age := func(column string) func(testing.TB, idem.ID) {
@@ -48,7 +70,7 @@ func Postgres(t testing.TB, pool *pgxpool.Pool, opts PostgresOptions) Harness[pg
 			WHERE (scope, operation, key) IN (SELECT scope, operation, key FROM idempotency_keys
 				WHERE scope = $1 AND operation = $2 AND key = $3 FOR UPDATE SKIP LOCKED)`
 		return func(t testing.TB, id idem.ID) {
-			if _, err := pool.Exec(ctx, sql, id.Scope, id.Operation, id.Key); err != nil {
+			if _, err := admin.Exec(ctx, sql, id.Scope, id.Operation, id.Key); err != nil {
 				t.Errorf("age %s of %v: %v", column, id, err)
 			}
 		}
@@ -66,8 +88,27 @@ func Postgres(t testing.TB, pool *pgxpool.Pool, opts PostgresOptions) Harness[pg
 	t.Cleanup(func() {
 		migratorPool.Close()
 		t.Logf("the migrations since %s were rolled back and applied again %d times while clients ran", upgrade.PreviousRelease, migrations.Load())
+		if opts.Proxy != nil {
+			t.Logf("the store stopped answering %d times while clients ran", stalls.Load())
+		}
 	})
+	var stall func(testing.TB, *rand.Rand)
+	if opts.Proxy != nil {
+		stall = func(t testing.TB, rng *rand.Rand) {
+			stalls.Add(1)
+			stalling.Add(1)
+			opts.Proxy.Hole(true)
+			// The partition's length: the disturbance itself, not a wait
+			// for anything.
+			time.Sleep(time.Duration(100+rng.IntN(1400)) * time.Millisecond)
+			if stalling.Add(-1) == 0 {
+				opts.Proxy.Hole(false)
+			}
+		}
+	}
 	return Harness[pgx.Tx]{
+		Stall:         stall,
+		StoreTimeout:  opts.StoreTimeout,
 		Store:         store,
 		Transactional: true,
 		Effect: func(ctx context.Context, at *idem.Attempt[pgx.Tx], e Effect) error {
@@ -75,7 +116,7 @@ func Postgres(t testing.TB, pool *pgxpool.Pool, opts PostgresOptions) Harness[pg
 			return err
 		},
 		Committed: func(t testing.TB) []Effect {
-			rows, err := pool.Query(ctx, `SELECT scope, operation, key, generation, phase, token FROM history_effects`)
+			rows, err := admin.Query(ctx, `SELECT scope, operation, key, generation, phase, token FROM history_effects`)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,12 +147,12 @@ func Postgres(t testing.TB, pool *pgxpool.Pool, opts PostgresOptions) Harness[pg
 		},
 		AgeLease: age("locked_until"),
 		Reap: func(t testing.TB) {
-			if _, err := store.Reap(ctx, pgstore.ReapOptions{Logger: quiet}); err != nil {
+			if _, err := janitor.Reap(ctx, pgstore.ReapOptions{Logger: quiet}); err != nil {
 				t.Errorf("reap: %v", err)
 			}
 		},
 		Sweep: func(t testing.TB) {
-			if _, err := store.Sweep(ctx, pgstore.SweepOptions{AbandonedFor: 500 * time.Millisecond, Fail: true, Logger: quiet}); err != nil {
+			if _, err := janitor.Sweep(ctx, pgstore.SweepOptions{AbandonedFor: 500 * time.Millisecond, Fail: true, Logger: quiet}); err != nil {
 				t.Errorf("sweep: %v", err)
 			}
 		},
@@ -131,20 +172,36 @@ func Postgres(t testing.TB, pool *pgxpool.Pool, opts PostgresOptions) Harness[pg
 				t.Errorf("migrate up: %v", err)
 			}
 		},
+		Settle: func(t testing.TB) {
+			// A session a stall cut off holds its key's lock until the
+			// lease it set passes and PostgreSQL ends it; a lock held for
+			// longer than this bound is left behind for good.
+			deadline := time.Now().Add(time.Minute)
+			for {
+				var locks int
+				if err := admin.QueryRow(ctx, advisoryLocks).Scan(&locks); err != nil {
+					t.Fatal(err)
+				}
+				if locks == 0 || stalls.Load() == 0 || time.Now().After(deadline) {
+					return
+				}
+				time.Sleep(50 * time.Millisecond) // polls PostgreSQL's own timeouts, which nothing signals
+			}
+		},
 		After: func(t testing.TB) []string {
 			var bad []string
 			var locks int
-			err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
-				AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&locks)
+			err := admin.QueryRow(ctx, advisoryLocks).Scan(&locks)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if locks > 0 {
 				bad = append(bad, fmt.Sprintf("%d advisory locks held after every client is done", locks))
 			}
-			// Each killed connection is replaced; no other is lost.
+			// Each killed connection is replaced; no other is lost but
+			// those a stall cut off, any of the pool's.
 			size := int64(pool.Config().MaxConns)
-			if opened := pool.Stat().NewConnsCount(); opened > size+kills.Load() {
+			if opened := pool.Stat().NewConnsCount(); stalls.Load() == 0 && opened > size+kills.Load() {
 				bad = append(bad, fmt.Sprintf("%d connections opened for a pool of %d and %d killed", opened, size, kills.Load()))
 			}
 			return bad
