@@ -181,6 +181,12 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 	if err != nil {
 		return dbProblem(cfg, err)
 	}
+	if poolCfg.ConnConfig.ConnectTimeout == 0 {
+		// A connection opened into a partition gives up instead of
+		// holding a place in the pool for minutes (connect_timeout in the
+		// URL overrides it).
+		poolCfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
 	var stats *dbStats
 	if cfg.DBStats {
 		stats = newDBStats()
