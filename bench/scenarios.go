@@ -317,12 +317,13 @@ func (f *fixtures) completeRedisKeys(ctx context.Context) error {
 
 // redisFilterKeys are the Redis keys of the replay filter's entries for
 // the replay-redis keys: redisfilter's default prefix, which the
-// orders-api uses, then the entry's name (pgstore.FilterKey).
+// orders-api uses, then the entry's name (pgstore.FilterKey) and its
+// epoch, 1 in the run's new database, where nothing is forgotten.
 func (f *fixtures) redisFilterKeys() []string {
 	var keys []string
 	for i := range f.replayKeys {
 		id := idem.ID{Scope: account, Operation: "createOrder", Key: f.redisKeyPrefix() + "r-" + strconv.Itoa(i)}
-		keys = append(keys, "idemgen:replay:"+pgstore.FilterKey(id))
+		keys = append(keys, "idemgen:replay:"+pgstore.FilterKey(id)+".1")
 	}
 	return keys
 }

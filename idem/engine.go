@@ -730,7 +730,9 @@ func (e *Engine[T]) abort(ctx, endCtx context.Context, op *Operation, txn Txn[T]
 		return e.clientGone(ctx, "handler", handlerErr), nil
 	case overran:
 		return e.overran(ctx, op, at, "handler", handlerErr), nil
-	case errors.Is(abortErr, ErrStoreUnavailable):
+	case errors.Is(abortErr, ErrStoreUnavailable), errors.Is(abortErr, ErrLeaseOverrun):
+		// The store ended the transaction already: the connection was
+		// lost, or it sat idle past the lease.
 		return e.attemptFailed(ctx, op, at, "handler", fmt.Errorf("%w (the handler failed with: %w)", abortErr, handlerErr)), nil
 	case abortErr != nil:
 		e.log.ErrorContext(ctx, "idem: abort attempt", "operation", at.id.Operation, "error", abortErr)

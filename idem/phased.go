@@ -154,7 +154,7 @@ func (e *Engine[T]) runPhases(ctx context.Context, op *Operation, lease Lease[T]
 				return e.clientGone(ctx, "phase", err), nil
 			case errors.As(err, new(*overrunError)):
 				return e.overran(ctx, op, at, "phase", err), nil
-			case errors.Is(err, ErrStoreUnavailable):
+			case errors.Is(err, ErrStoreUnavailable), errors.Is(err, ErrLeaseOverrun):
 				// The phase's connection was lost and the phase rolled
 				// back; if the release failed too, the lease lets a retry
 				// take over once it passes.
@@ -217,7 +217,7 @@ func (e *Engine[T]) runPhase(ctx context.Context, op *Operation, ph Txn[T], at *
 		panic(http.ErrAbortHandler)
 	}
 	switch {
-	case errors.Is(abortErr, ErrStoreUnavailable):
+	case errors.Is(abortErr, ErrStoreUnavailable), errors.Is(abortErr, ErrLeaseOverrun):
 		return "", nil, fmt.Errorf("%w (the phase failed with: %w)", abortErr, err)
 	case abortErr != nil:
 		e.log.ErrorContext(ctx, "idem: roll back phase", "operation", op.Name, "recovery_point", at.point, "error", abortErr)

@@ -158,3 +158,15 @@ BEGIN
     PERFORM set_config('idemgen.idle_in_transaction_session_timeout', '', false);
 END
 $$;
+
+-- Moves the replay filter's epoch on when a completed row is removed
+-- before its TTL (the triggers idemgen_forget_deleted and
+-- idemgen_forget_emptied call it).
+-- As of migration 0011_replay_filter_epoch.
+CREATE OR REPLACE FUNCTION idemgen_next_filter_epoch()
+RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE idemgen_filter_epoch SET epoch = epoch + 1;
+    RETURN NULL;
+END
+$$;

@@ -50,12 +50,14 @@ beside each key.
            derives keys never used before; any other key's row is deleted.
 
 A service whose store has a Redis replay filter (pgstore's ReplayCache)
-answers replays from Redis too: forget it there with -redis-url (and
--redis-prefix, when the service sets its own), which puts a tombstone in
-place of the key's entry. Without it the filter may go on replaying the
-forgotten response until the entry's TTL, at most the key's, runs out;
-running forget again with -redis-url then removes the entry, though the
-key is gone from PostgreSQL, or emptied, already.
+answers replays from Redis too. Forgetting a key moves the filter's epoch
+on in PostgreSQL, and every server of the service stops reading the key's
+entries within 2 seconds, whatever Redis kept or lost. With -redis-url
+(and -redis-prefix, when the service sets its own), forget holds the key
+for those seconds, answering 409, and returns once no server can replay
+it; it also leaves a tombstone for servers of the previous release, which
+read no epoch. Without it a server may replay the forgotten response for
+up to 2 seconds.
 
 A key a live attempt holds is not forgotten without -force. With -force, a
 phased attempt is fenced off: its later phases fail with lease lost (a phase
@@ -236,8 +238,8 @@ func runKeys(sub string, o keysOptions, stdout, stderr io.Writer) int {
 		return keyError(stderr, cmd, id, o, err, k)
 	}
 	if o.redisURL == "" && k.Status == pgstore.StatusCompleted && k.ExpiresAt.After(k.Now) {
-		fmt.Fprintf(stderr, "idemgen %s: a service with a Redis replay filter may go on replaying the key until %s; "+
-			"to remove its entry there, run this again with -redis-url (and -redis-prefix, if the service sets one)\n",
+		fmt.Fprintf(stderr, "idemgen %s: a service with a Redis replay filter may go on replaying the key for up to 2s, "+
+			"and one of the previous release until %s; to hold the key until none does, forget with -redis-url (and -redis-prefix, if the service sets one)\n",
 			cmd, k.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	if o.json {

@@ -33,12 +33,12 @@ type Querier interface {
 // storeTables are the key store's own tables, which ReadTables leaves
 // out: a failed phased attempt's claim, for one, commits before its first
 // phase runs.
-var storeTables = []string{"idempotency_keys", "idempotency_secret", "idemgen_schema_migrations"}
+var storeTables = []string{"idempotency_keys", "idempotency_secret", "idemgen_schema_migrations", "idemgen_filter_epoch"}
 
 // ReadTables reads the digest of every table of db's database that db
 // may read, but the system catalogs and the key store's own tables
-// (idempotency_keys, idempotency_secret, idemgen_schema_migrations), in
-// one statement.
+// (idempotency_keys, idempotency_secret, idemgen_schema_migrations,
+// idemgen_filter_epoch), in one statement.
 // Each table is read whole, so keep a test's database to what the test
 // needs.
 func ReadTables(ctx context.Context, db Querier) (*Tables, error) {

@@ -50,7 +50,7 @@ func (s *Store) LookupClaim(ctx context.Context, id idem.ID, c idem.Claim) (idem
 	if err != nil {
 		return idem.Record{}, nil, classify("lookup key", err)
 	}
-	sent := s.filterClock()
+	stamp := s.filterStamp(ctx)
 	row, err := dbsqlc.New(conn.conn).LookupKey(ctx, params)
 	if err != nil {
 		// The statement may have taken the lock before it failed.
@@ -59,7 +59,7 @@ func (s *Store) LookupClaim(ctx context.Context, id idem.ID, c idem.Claim) (idem
 	}
 	if !row.Claimed {
 		conn.release()
-		rec, err := s.record(ctx, id, row, sent)
+		rec, err := s.record(ctx, id, row, stamp)
 		return rec, nil, err
 	}
 	conn.release = s.hold(lock, nil, c.Lease, conn.release)
@@ -132,8 +132,9 @@ func (t *claimed) Complete(ctx context.Context, r *idem.Response) error {
 // error says so by matching idem.ErrStoreUnavailable.
 func (t *claimed) Abort(ctx context.Context) error {
 	lost := t.c.conn.IsClosed()
-	err := t.free(ctx, true)
-	if lost || (err != nil && unavailable(err)) {
+	sent := time.Now()
+	err := t.act.held("roll back attempt", sent, t.free(ctx, true))
+	if lost || (err != nil && (unavailable(err) || errors.Is(err, idem.ErrStoreUnavailable))) {
 		return fmt.Errorf("pgstore: the attempt's connection was lost, so PostgreSQL rolled its transaction back: %w", idem.ErrStoreUnavailable)
 	}
 	if err != nil {

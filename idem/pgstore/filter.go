@@ -12,11 +12,13 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/pgstore/internal/dbsqlc"
 )
 
 // ReplayCache is where a store's replay filter keeps completed responses,
@@ -49,19 +51,40 @@ type ReplayCache interface {
 //   - It is signed with a key derived from the store's secret, which only
 //     the database holds, and names its identity: an entry that was
 //     altered, or written under another key, is a miss.
-//   - Forgetting a key replaces its entry with a tombstone for as long as
-//     the row's TTL had left, and entries are only added where none is,
-//     so that a replay that read the row before it was forgotten cannot
-//     put its response back.
+//   - Entries are kept under an epoch, which PostgreSQL moves on whenever
+//     a completed row is removed before its TTL (ForgetKey, or a DELETE
+//     by hand; migration 0011). A server reads entries only under the
+//     epoch it knows, read again every filterTrust/2, and reads none while
+//     what it knows is older than filterTrust; it writes them under the
+//     epoch it knew when it sent the lookup that read the row. ForgetKey
+//     holds the key for forgetHold after it commits, so that by then
+//     every server that reads the filter knows the new epoch: no entry of
+//     the key's forgotten use is read again, even one that Redis kept
+//     through a restart from an older snapshot, a failover to a replica
+//     that missed later writes, or any other loss of its recent writes.
+//     Correctness never depends on Redis keeping a write.
+//   - Forgetting a key also replaces its entry of the epochless kind that
+//     the previous release reads with a tombstone, for as long as the
+//     row's TTL had left, for that release's servers while both run.
 
 // filterMargin is taken off the TTL an entry gets, so that it is gone
 // before its row expires, with room for the clocks of the servers that
 // share the cache to differ.
 const filterMargin = time.Second
 
+// filterTrust is how long a server reads the filter under an epoch it
+// read: past it, replays go to PostgreSQL until it has read the epoch
+// again, which it does every filterTrust/2.
+const filterTrust = 2 * time.Second
+
+// forgetHold is how long ForgetKey holds a key after forgetting it, with
+// the replay filter on: longer than filterTrust, with room for the
+// clocks of servers to run at different rates.
+const forgetHold = filterTrust + time.Second
+
 // The entries' formats: a tombstone, or a response after its MAC.
 var (
-	entryMagic     = []byte("idemgen-replay-2\n")
+	entryMagic     = []byte("idemgen-replay-3\n")
 	tombstoneValue = []byte("idemgen-forgotten\n")
 )
 
@@ -72,6 +95,79 @@ type filter struct {
 
 	mu  sync.Mutex             // held while the MAC key is read
 	mac atomic.Pointer[[]byte] // the entries' MAC key, once read
+
+	epoch   atomic.Pointer[epochRead] // the epoch last read
+	reading sync.Mutex                // held while the epoch is read
+}
+
+// epochRead is an epoch the filter read, and when the read was sent.
+type epochRead struct {
+	epoch int64
+	at    time.Time
+}
+
+// known returns the epoch last read and whether it is still trusted,
+// starting a read of it when half its trust has passed; ok is false
+// before any read.
+func (f *filter) known() (epoch int64, trusted, ok bool) {
+	e := f.epoch.Load()
+	if e == nil || time.Since(e.at) >= filterTrust/2 {
+		f.readEpoch()
+	}
+	if e == nil {
+		return 0, false, false
+	}
+	return e.epoch, time.Since(e.at) < filterTrust, true
+}
+
+// readEpoch reads the epoch in the background, unless a read is under
+// way: replays never wait on it.
+func (f *filter) readEpoch() {
+	if !f.reading.TryLock() {
+		return
+	}
+	go func() {
+		defer f.reading.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), filterTrust)
+		defer cancel()
+		f.read(ctx)
+	}()
+}
+
+// read reads the epoch now; when it fails, replays go to PostgreSQL
+// until a read succeeds.
+func (f *filter) read(ctx context.Context) {
+	sent := time.Now()
+	var epoch int64
+	err := f.s.read(ctx, func(q *dbsqlc.Queries) (err error) {
+		epoch, err = q.GetFilterEpoch(ctx)
+		return err
+	})
+	if err == nil {
+		f.epoch.Store(&epochRead{epoch: epoch, at: sent})
+	}
+}
+
+// stamp is what a lookup sent now records. A process's first lookup
+// reads the epoch first, once, so that its row can fill the filter.
+func (f *filter) stamp(ctx context.Context) filterStamp {
+	if f.epoch.Load() == nil {
+		f.reading.Lock()
+		if f.epoch.Load() == nil {
+			f.read(ctx)
+		}
+		f.reading.Unlock()
+	}
+	epoch, _, ok := f.known()
+	return filterStamp{sent: time.Now(), epoch: epoch, ok: ok}
+}
+
+// filterStamp is what a lookup records for the replay filter when it is
+// sent: when, and the epoch its server knew then.
+type filterStamp struct {
+	sent  time.Time
+	epoch int64
+	ok    bool
 }
 
 // FilteredReplay answers a replay of id from the replay cache, when the
@@ -90,11 +186,15 @@ func (f *filter) replay(ctx context.Context, id idem.ID, fingerprint []byte) (*i
 	if err != nil {
 		return nil, idem.FilterFailed
 	}
-	value, err := f.cache.Get(ctx, FilterKey(id))
+	epoch, trusted, _ := f.known()
+	if !trusted {
+		return nil, idem.FilterMiss
+	}
+	value, err := f.cache.Get(ctx, entryKey(id, epoch))
 	if err != nil {
 		return nil, idem.FilterFailed
 	}
-	resp, ok := openEntry(mac, value, id, fingerprint, time.Now())
+	resp, ok := openEntry(mac, value, id, epoch, fingerprint, time.Now())
 	if !ok {
 		return nil, idem.FilterMiss
 	}
@@ -125,24 +225,25 @@ func (f *filter) macKey(ctx context.Context) ([]byte, error) {
 
 // fill adds the completed row that a lookup read, as rec, to the cache,
 // unless its TTL is nearly over. ttlLeft is what the row had left when
-// PostgreSQL read it, after sent, when the lookup was sent: the row
-// expires no sooner than sent+ttlLeft by this server's clock. A cache that
-// fails is left alone: the next replay reads PostgreSQL again.
-func (f *filter) fill(ctx context.Context, id idem.ID, rec idem.Record, ttlLeft time.Duration, sent time.Time) {
-	notAfter := sent.Add(ttlLeft - filterMargin)
+// PostgreSQL read it, after the lookup's stamp: the row expires no sooner
+// than stamp.sent+ttlLeft by this server's clock, and no forget after the
+// epoch the stamp knew has removed it. A cache that fails is left alone:
+// the next replay reads PostgreSQL again.
+func (f *filter) fill(ctx context.Context, id idem.ID, rec idem.Record, ttlLeft time.Duration, stamp filterStamp) {
+	notAfter := stamp.sent.Add(ttlLeft - filterMargin)
 	ttl := time.Until(notAfter)
-	if ttl <= 0 || rec.Response == nil || rec.Expired {
+	if !stamp.ok || ttl <= 0 || rec.Response == nil || rec.Expired {
 		return
 	}
 	mac, err := f.macKey(ctx)
 	if err != nil {
 		return
 	}
-	value, err := sealEntry(mac, id, rec.Fingerprint, rec.Response, notAfter)
+	value, err := sealEntry(mac, id, stamp.epoch, rec.Fingerprint, rec.Response, notAfter)
 	if err != nil {
 		return
 	}
-	_ = f.cache.Add(ctx, FilterKey(id), value, ttl)
+	_ = f.cache.Add(ctx, entryKey(id, stamp.epoch), value, ttl)
 }
 
 // ErrFilterForget is returned, wrapped, by ForgetKey when the replay
@@ -175,12 +276,20 @@ func (f *filter) drop(ctx context.Context, id idem.ID) error {
 	return nil
 }
 
-// FilterKey is where the replay filter keeps id's entry, after the
-// cache's own prefix: a hash of its identity, so that keys, which clients
-// may treat as secrets, are not stored in clear.
+// FilterKey is where, after the cache's own prefix, the replay filter
+// keeps id's entries: a hash of its identity, so that keys, which clients
+// may treat as secrets, are not stored in clear. The entries' own keys
+// add the epoch they were written under (FilterKey(id) + "." + epoch);
+// FilterKey(id) itself holds the previous release's entry, or its
+// tombstone.
 func FilterKey(id idem.ID) string {
 	sum := identityHash(id)
 	return hex.EncodeToString(sum[:16])
+}
+
+// entryKey is the key of id's entry under epoch.
+func entryKey(id idem.ID, epoch int64) string {
+	return FilterKey(id) + "." + strconv.FormatInt(epoch, 10)
 }
 
 // identityHash hashes id's parts, each with its length.
@@ -197,14 +306,15 @@ func identityHash(id idem.ID) [sha256.Size]byte {
 	return sum
 }
 
-// sealEntry encodes a response for id and fingerprint, good until
-// notAfter, signed with mac: the identity's hash, notAfter in Unix
-// milliseconds, the fingerprint, the status, the header and the body,
-// each length-prefixed, after the MAC.
-func sealEntry(mac []byte, id idem.ID, fingerprint []byte, r *idem.Response, notAfter time.Time) ([]byte, error) {
+// sealEntry encodes a response for id and fingerprint, written under
+// epoch and good until notAfter, signed with mac: the identity's hash,
+// the epoch, notAfter in Unix milliseconds, the fingerprint, the status,
+// the header and the body, each length-prefixed, after the MAC.
+func sealEntry(mac []byte, id idem.ID, epoch int64, fingerprint []byte, r *idem.Response, notAfter time.Time) ([]byte, error) {
 	identity := identityHash(id)
-	payload := make([]byte, 0, 80+len(fingerprint)+len(r.Body)+64*len(r.Header))
+	payload := make([]byte, 0, 90+len(fingerprint)+len(r.Body)+64*len(r.Header))
 	payload = append(payload, identity[:]...)
+	payload = binary.AppendUvarint(payload, uint64(max(epoch, 0)))
 	payload = binary.AppendUvarint(payload, uint64(max(notAfter.UnixMilli(), 0)))
 	payload = appendBytes(payload, fingerprint)
 	payload = binary.AppendUvarint(payload, uint64(r.Status))
@@ -260,9 +370,9 @@ func (r *reader) bytes() []byte {
 }
 
 // openEntry returns the response in value when it is an entry signed
-// with mac, for id and fingerprint, still good at now; anything else, a
-// tombstone included, is not.
-func openEntry(mac, value []byte, id idem.ID, fingerprint []byte, now time.Time) (*idem.Response, bool) {
+// with mac, for id and fingerprint, written under epoch and still good at
+// now; anything else, a tombstone included, is not.
+func openEntry(mac, value []byte, id idem.ID, epoch int64, fingerprint []byte, now time.Time) (*idem.Response, bool) {
 	rest, ok := bytes.CutPrefix(value, entryMagic)
 	if !ok || len(rest) < 2*sha256.Size {
 		return nil, false
@@ -278,6 +388,9 @@ func openEntry(mac, value []byte, id idem.ID, fingerprint []byte, now time.Time)
 		return nil, false
 	}
 	r := &reader{b: payload[sha256.Size:], ok: true}
+	if written := r.uvarint(); !r.ok || written != uint64(max(epoch, 0)) {
+		return nil, false
+	}
 	if notAfter := r.uvarint(); !r.ok || uint64(now.UnixMilli()) >= notAfter {
 		return nil, false
 	}

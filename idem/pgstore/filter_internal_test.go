@@ -18,17 +18,17 @@ func FuzzOpenEntry(f *testing.F) {
 	resp := &idem.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}, "Vary": {"A", "B"}}, Body: []byte(`{"id":1}`)}
 	// Fixed instants: every fuzzing process must seal the same entry.
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	sealed, err := sealEntry(mac, id, []byte("fp"), resp, now.Add(time.Hour))
+	sealed, err := sealEntry(mac, id, 7, []byte("fp"), resp, now.Add(time.Hour))
 	if err != nil {
 		f.Fatal(err)
 	}
 	for range 10 {
-		again, err := sealEntry(mac, id, []byte("fp"), resp, now.Add(time.Hour))
+		again, err := sealEntry(mac, id, 7, []byte("fp"), resp, now.Add(time.Hour))
 		if err != nil || !bytes.Equal(again, sealed) {
 			f.Fatalf("one response sealed to two entries: %v", err)
 		}
 	}
-	got, ok := openEntry(mac, sealed, id, []byte("fp"), now)
+	got, ok := openEntry(mac, sealed, id, 7, []byte("fp"), now)
 	if !ok || got.Status != 201 || !bytes.Equal(got.Body, resp.Body) || got.Header.Get("Content-Type") != "application/json" || len(got.Header["Vary"]) != 2 {
 		f.Fatalf("round trip: %+v, %v", got, ok)
 	}
@@ -36,9 +36,12 @@ func FuzzOpenEntry(f *testing.F) {
 		id idem.ID
 		fp string
 	}{{idem.ID{Scope: "other", Operation: "createOrder", Key: "k1"}, "fp"}, {id, "fp2"}} {
-		if _, ok := openEntry(mac, sealed, other.id, []byte(other.fp), now); ok {
+		if _, ok := openEntry(mac, sealed, other.id, 7, []byte(other.fp), now); ok {
 			f.Fatalf("the entry opened for %v %q", other.id, other.fp)
 		}
+	}
+	if _, ok := openEntry(mac, sealed, id, 8, []byte("fp"), now); ok {
+		f.Fatal("the entry opened under another epoch than its own")
 	}
 	f.Add(sealed, 0, byte(0))
 	f.Add(sealed, len(sealed)-1, byte('x'))
@@ -51,10 +54,10 @@ func FuzzOpenEntry(f *testing.F) {
 		changed := bytes.Clone(value)
 		at = (at%len(changed) + len(changed)) % len(changed)
 		changed[at] ^= b | 1
-		if _, ok := openEntry(mac, changed, id, []byte("fp"), now); ok && !bytes.Equal(changed, sealed) {
+		if _, ok := openEntry(mac, changed, id, 7, []byte("fp"), now); ok && !bytes.Equal(changed, sealed) {
 			t.Fatalf("a changed entry opened: byte %d", at)
 		}
-		_, _ = openEntry(mac, value[:at], id, []byte("fp"), now)
+		_, _ = openEntry(mac, value[:at], id, 7, []byte("fp"), now)
 	})
 }
 
@@ -65,15 +68,15 @@ func TestEntryNotAfter(t *testing.T) {
 	id := idem.ID{Scope: "acme", Operation: "createOrder", Key: "k1"}
 	resp := &idem.Response{Status: 201, Body: []byte(`{"id":1}`)}
 	notAfter := time.Now().Add(time.Minute)
-	sealed, err := sealEntry(mac, id, []byte("fp"), resp, notAfter)
+	sealed, err := sealEntry(mac, id, 7, []byte("fp"), resp, notAfter)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := openEntry(mac, sealed, id, []byte("fp"), notAfter.Add(-time.Millisecond)); !ok {
+	if _, ok := openEntry(mac, sealed, id, 7, []byte("fp"), notAfter.Add(-time.Millisecond)); !ok {
 		t.Error("the entry did not open before its instant")
 	}
 	for _, at := range []time.Time{notAfter, notAfter.Add(time.Millisecond), notAfter.Add(time.Hour)} {
-		if _, ok := openEntry(mac, sealed, id, []byte("fp"), at); ok {
+		if _, ok := openEntry(mac, sealed, id, 7, []byte("fp"), at); ok {
 			t.Errorf("the entry opened %v after its instant", at.Sub(notAfter))
 		}
 	}
@@ -115,27 +118,27 @@ func TestFillCountsFromTheLookupsSend(t *testing.T) {
 	rec := idem.Record{Found: true, Completed: true, Fingerprint: []byte("fp"), Response: &idem.Response{Status: 201, Body: []byte("{}")}}
 
 	late := idem.ID{Scope: "acme", Operation: "createOrder", Key: "late"}
-	f.fill(ctx, late, rec, 10*time.Second, time.Now().Add(-10*time.Second+filterMargin/2))
-	if _, ok := cache.values[FilterKey(late)]; ok {
+	f.fill(ctx, late, rec, 10*time.Second, filterStamp{sent: time.Now().Add(-10*time.Second + filterMargin/2), epoch: 7, ok: true})
+	if _, ok := cache.values[entryKey(late, 7)]; ok {
 		t.Fatal("a lookup sent longer ago than its row's TTL less the margin filled the cache")
 	}
 
 	id := idem.ID{Scope: "acme", Operation: "createOrder", Key: "k1"}
 	before := time.Now()
 	sent := before.Add(-30 * time.Second)
-	f.fill(ctx, id, rec, time.Hour, sent)
-	value, ok := cache.values[FilterKey(id)]
+	f.fill(ctx, id, rec, time.Hour, filterStamp{sent: sent, epoch: 7, ok: true})
+	value, ok := cache.values[entryKey(id, 7)]
 	if !ok {
 		t.Fatal("a completed row with an hour left did not fill the cache")
 	}
 	expires := sent.Add(time.Hour - filterMargin)
-	if ttl := cache.ttls[FilterKey(id)]; ttl > expires.Sub(before) || ttl < expires.Sub(before)-time.Minute {
+	if ttl := cache.ttls[entryKey(id, 7)]; ttl > expires.Sub(before) || ttl < expires.Sub(before)-time.Minute {
 		t.Errorf("the cache's TTL is %v, where the row's expiry less the margin was %v away", ttl, expires.Sub(before))
 	}
-	if _, ok := openEntry(mac, value, id, []byte("fp"), time.Now()); !ok {
+	if _, ok := openEntry(mac, value, id, 7, []byte("fp"), time.Now()); !ok {
 		t.Error("the entry does not answer while the row is within its TTL")
 	}
-	if _, ok := openEntry(mac, value, id, []byte("fp"), expires); ok {
+	if _, ok := openEntry(mac, value, id, 7, []byte("fp"), expires); ok {
 		t.Error("the entry answers at the row's expiry less the margin")
 	}
 }

@@ -291,18 +291,67 @@ func (s *Store) ShowKey(ctx context.Context, id idem.ID, opts ShowOptions) (KeyD
 // does not know returns an error matching ErrKeyNotFound; with a replay
 // filter, its entry there, if any, is dropped all the same, so that a key
 // forgotten through a store without the filter stops being replayed.
+//
+// With a replay filter, the key stays held (409) for a few seconds after
+// it is forgotten (forgetHold), and ForgetKey returns then: by that time
+// every server reading the filter has learnt that the key's entries are
+// gone, whatever Redis kept or lost (see the filter's rules). Forgotten
+// through a store without the filter, a key's old answer may still be
+// replayed from the filter for those few seconds.
 func (s *Store) ForgetKey(ctx context.Context, id idem.ID, opts ForgetOptions) (KeyInfo, error) {
+	if s.filter == nil {
+		return s.forgetKey(ctx, s.db, s.q, id, opts)
+	}
+	db, q, release, err := s.session(ctx)
+	if err != nil {
+		return KeyInfo{}, classify("forget key "+idem.KeyHash(id)+": connect", err)
+	}
+	defer release()
+	lock := lockID(id)
+	held, err := q.HoldKey(ctx, lock)
+	if err != nil {
+		return KeyInfo{}, classify("forget key "+idem.KeyHash(id)+": hold", err)
+	}
+	k, err := s.forgetKey(ctx, db, q, id, opts)
+	if held {
+		// Also when the row was gone or emptied already: a forget without
+		// the filter may have removed it a moment ago.
+		if err == nil || errors.Is(err, ErrKeyNotFound) {
+			select {
+			case <-time.After(forgetHold):
+			case <-ctx.Done():
+			}
+		}
+		_ = q.UnholdKey(context.WithoutCancel(ctx), lock)
+	}
+	return k, err
+}
+
+// session returns a connection of the store's own, on which session
+// locks outlive transactions, with its queries; release gives it back.
+func (s *Store) session(ctx context.Context) (DB, *dbsqlc.Queries, func(), error) {
+	if s.pool == nil {
+		return s.db, s.q, func() {}, nil
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return conn, dbsqlc.New(conn), conn.Release, nil
+}
+
+func (s *Store) forgetKey(ctx context.Context, db DB, q *dbsqlc.Queries, id idem.ID, opts ForgetOptions) (KeyInfo, error) {
 	log := opts.Logger
 	if log == nil {
 		log = s.log
 	}
 	hash := idem.KeyHash(id)
-	tx, err := s.db.Begin(ctx)
+	tx, err := db.Begin(ctx)
 	if err != nil {
 		return KeyInfo{}, classify("forget key "+hash+": begin", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	k, action, err := forget(ctx, s.q.WithTx(tx), id, opts.Force)
+	k, action, err := forget(ctx, q.WithTx(tx), id, opts.Force)
 	switch {
 	case err == nil && s.filter != nil && action == "none":
 		// Emptied already, by a forget without the filter or by the

@@ -231,7 +231,7 @@ func (s *Store) lookup(ctx context.Context, id idem.ID, params dbsqlc.LookupKeyP
 		return rec, nil
 	}
 	var row dbsqlc.LookupKeyRow
-	sent := s.filterClock()
+	stamp := s.filterStamp(ctx)
 	err := s.read(ctx, func(q *dbsqlc.Queries) (err error) {
 		row, err = q.LookupKey(ctx, params)
 		return err
@@ -239,7 +239,7 @@ func (s *Store) lookup(ctx context.Context, id idem.ID, params dbsqlc.LookupKeyP
 	if err != nil {
 		return idem.Record{}, classify("lookup key", err)
 	}
-	return s.record(ctx, id, row, sent)
+	return s.record(ctx, id, row, stamp)
 }
 
 func lookupParams(id idem.ID, claim bool, lease time.Duration) dbsqlc.LookupKeyParams {
@@ -253,23 +253,23 @@ func lookupParams(id idem.ID, claim bool, lease time.Duration) dbsqlc.LookupKeyP
 // the key and its generation (see Reap).
 const statusEmptied = "expired"
 
-// record is what a lookup's row of id, sent at sent, reports. A
-// completed row is added to the replay filter, if the store has one.
-func (s *Store) record(ctx context.Context, id idem.ID, row dbsqlc.LookupKeyRow, sent time.Time) (idem.Record, error) {
+// record is what a lookup's row of id, stamped as it was sent, reports.
+// A completed row is added to the replay filter, if the store has one.
+func (s *Store) record(ctx context.Context, id idem.ID, row dbsqlc.LookupKeyRow, stamp filterStamp) (idem.Record, error) {
 	rec, err := record(row)
 	if err == nil && s.filter != nil && rec.Completed && !rec.Expired {
-		s.filter.fill(ctx, id, rec, time.Duration(row.TtlLeftMs)*time.Millisecond, sent)
+		s.filter.fill(ctx, id, rec, time.Duration(row.TtlLeftMs)*time.Millisecond, stamp)
 	}
 	return rec, err
 }
 
-// filterClock is when a lookup is sent, for the replay filter's entries;
-// a store without a filter reads no clock.
-func (s *Store) filterClock() time.Time {
+// filterStamp is what a lookup sent now records for the replay filter's
+// entries; a store without a filter records nothing.
+func (s *Store) filterStamp(ctx context.Context) filterStamp {
 	if s.filter == nil {
-		return time.Time{}
+		return filterStamp{}
 	}
-	return time.Now()
+	return s.filter.stamp(ctx)
 }
 
 // record is what a lookup's row reports.
@@ -538,6 +538,7 @@ func commitError(what string, err error) error {
 func (t *txn) Abort(ctx context.Context) error {
 	// Read before the rollback, which hands a pool's connection back.
 	lost := t.tx.Conn().IsClosed()
+	sent := time.Now()
 	var err error
 	if t.conn != nil {
 		_, err = rollback(ctx, *t.conn, nil)
@@ -545,7 +546,8 @@ func (t *txn) Abort(ctx context.Context) error {
 		defer t.release()
 		err = t.tx.Rollback(ctx)
 	}
-	if lost || (err != nil && unavailable(err)) {
+	err = t.act.held("roll back attempt", sent, err)
+	if lost || (err != nil && (unavailable(err) || errors.Is(err, idem.ErrStoreUnavailable))) {
 		return fmt.Errorf("pgstore: the attempt's connection was lost, so PostgreSQL rolled its transaction back: %w", idem.ErrStoreUnavailable)
 	}
 	if err != nil && !errors.Is(err, pgx.ErrTxClosed) {

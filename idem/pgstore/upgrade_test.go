@@ -338,3 +338,61 @@ func TestConcurrentMigratorsBehindBusyTable(t *testing.T) {
 	}
 	wantAllOnce(t, pool)
 }
+
+// The replay filter's epoch only ever moves on: removing a completed key
+// before its TTL moves it, by whichever release's forget or by hand, and a
+// rollback of its migration and the upgrade after it keep it, or entries
+// written before a forget would be read again.
+func TestFilterEpochOutlivesRollback(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, nil)
+	epoch := func() int64 {
+		t.Helper()
+		var e int64
+		if err := pool.QueryRow(ctx, `SELECT epoch FROM idemgen_filter_epoch`).Scan(&e); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	insert := func(key, expires string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `INSERT INTO idempotency_keys
+			(scope, operation, key, fingerprint, status, recovery_point, attempt, generation, response_status, response_headers, response_body, expires_at)
+			VALUES ('a', 'createOrder', $1, 'fp', 'completed', '', 1, 1, 201, '{}', 'x', now() + $2::interval)`, key, expires); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := epoch()
+	insert("live", "1 hour")
+	insert("expired", "-1 second")
+	if _, err := pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE key = 'expired'`); err != nil {
+		t.Fatal(err)
+	}
+	if e := epoch(); e != start {
+		t.Fatalf("removing an expired key moved the epoch from %d to %d; the reaper must not", start, e)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE key = 'live'`); err != nil {
+		t.Fatal(err)
+	}
+	moved := epoch()
+	if moved <= start {
+		t.Fatalf("removing a completed key within its TTL left the epoch at %d", moved)
+	}
+	m, err := pgstore.NewMigrator(pool, pgstore.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Down(ctx, m.Latest()-1); err != nil {
+		t.Fatal(err)
+	}
+	insert("rolled-back", "1 hour")
+	if _, err := pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE key = 'rolled-back'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Up(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if e := epoch(); e <= moved {
+		t.Fatalf("after a forget during a rollback and the upgrade again, the epoch is %d, not past %d", e, moved)
+	}
+}

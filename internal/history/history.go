@@ -81,6 +81,17 @@ type Harness[T any] struct {
 	// bound on waiting for it (idem.Options.StoreTimeout).
 	Stall        func(t testing.TB, rng *rand.Rand)
 	StoreTimeout time.Duration
+	// Forget, when set, forgets a key as an operator's keys forget does,
+	// returning once the forget is complete, and reports whether it
+	// forgot it: a key an attempt holds, or one without a row, is left
+	// alone.
+	Forget func(t testing.TB, id idem.ID) bool
+	// SnapshotCache and LoseCache, when set, take a snapshot of the replay
+	// filter's cache, and make it lose writes: all it holds, or those
+	// since the last snapshot, as a FLUSHALL, a restore from a backup or a
+	// failover to a lagging replica does.
+	SnapshotCache func(t testing.TB)
+	LoseCache     func(t testing.TB, rng *rand.Rand)
 	// Settle, when set, waits until what the disturbances left behind in
 	// the store has gone by itself, such as the sessions a stall cut off,
 	// which hold their keys until their lease passes.
@@ -236,6 +247,17 @@ type History struct {
 	after       []string
 	// stalls are when the store stopped answering (Harness.Stall).
 	stalls [][2]time.Time
+	// forgets are the operator's forgets (Harness.Forget), which hold
+	// their key while they run.
+	forgets []forgetting
+}
+
+// forgetting is one forget of a key: when it ran, and whether it forgot
+// the key.
+type forgetting struct {
+	id         idem.ID
+	start, end time.Time
+	forgot     bool
 }
 
 // scopeHeader carries a request's scope to the engine's Scope function.
@@ -290,6 +312,17 @@ func RunOn[T any](t testing.TB, hist *History, h Harness[T]) *History {
 			hist.mu.Unlock()
 		}
 	}
+	if forget := h.Forget; forget != nil {
+		h.Forget = func(t testing.TB, id idem.ID) bool {
+			f := forgetting{id: id, start: h.Now()}
+			f.forgot = forget(t, id)
+			f.end = h.Now()
+			hist.mu.Lock()
+			hist.forgets = append(hist.forgets, f)
+			hist.mu.Unlock()
+			return f.forgot
+		}
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	var chaos sync.WaitGroup
 	chaos.Go(func() { disturb(ctx, t, h, cfg.Seed) })
@@ -307,6 +340,15 @@ func RunOn[T any](t testing.TB, hist *History, h Harness[T]) *History {
 					// At least one stall in every run, while the other
 					// clients are busy.
 					h.Stall(t, rng)
+				}
+				if c == 0 && h.Forget != nil && h.SnapshotCache != nil && i == cfg.Requests/3 {
+					// At least one forget in every run, and a loss of
+					// the cache's writes since before it.
+					h.SnapshotCache(t)
+					h.Forget(t, idem.ID{Scope: scopes[rng.IntN(len(scopes))], Operation: "createOrder", Key: keys[rng.IntN(len(keys))]})
+				}
+				if c == 0 && h.LoseCache != nil && i == cfg.Requests*2/3 {
+					h.LoseCache(t, rng)
 				}
 				send(t, h, hist, rng, c, i, ops)
 			}
@@ -376,6 +418,12 @@ func disturbOnce[T any](t testing.TB, h Harness[T], rng *rand.Rand) {
 		h.Migrate(t)
 	case n == 9 && h.Stall != nil && rng.IntN(3) == 0:
 		h.Stall(t, rng)
+	case n == 9 && h.Forget != nil && rng.IntN(3) == 0:
+		h.Forget(t, id)
+	case n == 9 && h.SnapshotCache != nil && rng.IntN(2) == 0:
+		h.SnapshotCache(t)
+	case n == 9 && h.LoseCache != nil:
+		h.LoseCache(t, rng)
 	}
 }
 
@@ -674,10 +722,34 @@ func (hist *History) Check() []string {
 
 	byKey := map[idem.ID][]*request{}
 	first := map[string][]byte{} // token -> the body first answered with it
+	generationOf := map[string]int64{}
+	for _, rn := range hist.runs {
+		generationOf[rn.token] = rn.generation
+	}
 	for _, r := range hist.requests {
 		byKey[r.id] = append(byKey[r.id], r)
 		if r.status == http.StatusCreated && !r.replayed {
 			first[r.token] = r.body
+		}
+	}
+	// A forgotten use is never replayed once its forget is done, whatever
+	// the replay filter's cache kept or lost.
+	answered := map[string]*request{} // token -> its first answer
+	for _, r := range hist.requests {
+		if r.status == http.StatusCreated && !r.replayed {
+			answered[r.token] = r
+		}
+	}
+	for _, r := range hist.requests {
+		o := answered[r.token]
+		if r.status != http.StatusCreated || !r.replayed || o == nil {
+			continue
+		}
+		for _, f := range hist.forgets {
+			if f.forgot && f.id == r.id && f.end.Before(r.start) && o.end.Before(f.start) {
+				add("%s replayed generation %d, which a forget of its key ended at %s", r, generationOf[r.token], f.end.Format("15:04:05.000"))
+				break
+			}
 		}
 	}
 	for _, r := range hist.requests {
@@ -732,6 +804,11 @@ func (hist *History) Check() []string {
 // while r was, or ended less than a lease before r began without being
 // sure to have released its key.
 func (hist *History) inFlight(r *request, same []*request) bool {
+	for _, f := range hist.forgets {
+		if f.id == r.id && f.start.Before(r.end) && f.end.After(r.start) {
+			return true
+		}
+	}
 	for _, o := range hist.completions {
 		if o.id == r.id && o.start.Before(r.end) && o.end.After(r.start) {
 			return true

@@ -181,8 +181,14 @@ func pgHarness(t *testing.T, size int32, filtered, stalls bool) history.Harness[
 			t.Fatal(err)
 		}
 		opts.Store.ReplayCache = cache
+		opts.Cache, opts.CachePrefix = rdb, prefix
 		opts.Expire = func(t testing.TB, id idem.ID) {
-			if err := rdb.Del(context.Background(), prefix+pgstore.FilterKey(id)).Err(); err != nil {
+			// Its entries, under whatever epoch they were written.
+			keys, err := rdb.Keys(context.Background(), prefix+pgstore.FilterKey(id)+"*").Result()
+			if err == nil && len(keys) > 0 {
+				err = rdb.Del(context.Background(), keys...).Err()
+			}
+			if err != nil {
 				t.Errorf("expire %v in Redis: %v", id, err)
 			}
 		}

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore"
@@ -32,6 +34,11 @@ type PostgresOptions struct {
 	Proxy *pgtest.Proxy
 	// StoreTimeout is the engine's bound on waiting for the store.
 	StoreTimeout time.Duration
+	// Cache, when set, is the Redis of the store's replay filter (its
+	// ReplayCache), whose keys start with CachePrefix: the harness's
+	// SnapshotCache and LoseCache use it.
+	Cache       *redis.Client
+	CachePrefix string
 	// Admin, when set, is a pool on the same database that the checker's
 	// own statements and the janitor use, as an operator's tools and a
 	// janitor on another host would: a stall of the servers' proxy does
@@ -61,6 +68,10 @@ func Postgres(t testing.TB, pool *pgxpool.Pool, opts PostgresOptions) Harness[pg
 	quiet := slog.New(slog.DiscardHandler)
 	store := pgstore.New(pool, opts.Store)
 	janitor := pgstore.New(admin, pgstore.Options{})
+	// An operator's keys forget, with -redis-url where the servers have a
+	// replay filter.
+	operator := pgstore.New(admin, pgstore.Options{ReplayCache: opts.Store.ReplayCache, Logger: quiet})
+	var forgets, losses atomic.Int64
 	var kills, stalls atomic.Int64
 	var stalling atomic.Int32 // the stalls under way: the last one to end heals the proxy
 	// age changes a key's row unless a phase holds it, as the clock would
@@ -80,7 +91,9 @@ func Postgres(t testing.TB, pool *pgxpool.Pool, opts PostgresOptions) Harness[pg
 	if err != nil {
 		t.Fatal(err)
 	}
-	migrator, err := pgstore.NewMigrator(migratorPool, pgstore.MigrateOptions{LockTimeout: 100 * time.Millisecond})
+	// A few tries each: giving up on a busy table is the migrator's
+	// answer to traffic, and the next disturbance migrates again.
+	migrator, err := pgstore.NewMigrator(migratorPool, pgstore.MigrateOptions{LockTimeout: 100 * time.Millisecond, Attempts: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +119,29 @@ func Postgres(t testing.TB, pool *pgxpool.Pool, opts PostgresOptions) Harness[pg
 			}
 		}
 	}
+	forget := func(t testing.TB, id idem.ID) bool {
+		_, err := operator.ForgetKey(ctx, id, pgstore.ForgetOptions{})
+		switch {
+		case err == nil:
+			forgets.Add(1)
+			return true
+		case !errors.Is(err, pgstore.ErrKeyHeld) && !errors.Is(err, pgstore.ErrKeyNotFound):
+			t.Errorf("forget %v: %v", id, err)
+		}
+		return false
+	}
+	var snapshotCache func(testing.TB)
+	var loseCache func(testing.TB, *rand.Rand)
+	if opts.Cache != nil {
+		snapshotCache, loseCache = cacheLoss(ctx, opts.Cache, opts.CachePrefix, &losses)
+	}
+	t.Cleanup(func() {
+		t.Logf("%d keys forgotten and %d losses of the replay filter's writes while clients ran", forgets.Load(), losses.Load())
+	})
 	return Harness[pgx.Tx]{
+		Forget:        forget,
+		SnapshotCache: snapshotCache,
+		LoseCache:     loseCache,
 		Stall:         stall,
 		StoreTimeout:  opts.StoreTimeout,
 		Store:         store,
@@ -207,4 +242,61 @@ func Postgres(t testing.TB, pool *pgxpool.Pool, opts PostgresOptions) Harness[pg
 			return bad
 		},
 	}
+}
+
+// cacheLoss returns what takes a snapshot of the keys under prefix in
+// rdb, and what loses writes: all of them, or those since the snapshot,
+// which is restored over them.
+func cacheLoss(ctx context.Context, rdb *redis.Client, prefix string, losses *atomic.Int64) (func(testing.TB), func(testing.TB, *rand.Rand)) {
+	type dumped struct {
+		value string
+		ttl   time.Duration
+	}
+	var mu sync.Mutex
+	var snapshot map[string]dumped
+	snap := func(t testing.TB) {
+		keys, err := rdb.Keys(ctx, prefix+"*").Result()
+		if err != nil {
+			t.Errorf("snapshot the cache: %v", err)
+			return
+		}
+		taken := map[string]dumped{}
+		for _, k := range keys {
+			v, err := rdb.Dump(ctx, k).Result()
+			if err != nil {
+				continue // gone since KEYS
+			}
+			ttl, err := rdb.PTTL(ctx, k).Result()
+			if err != nil || ttl <= 0 {
+				continue
+			}
+			taken[k] = dumped{v, ttl}
+		}
+		mu.Lock()
+		snapshot = taken
+		mu.Unlock()
+	}
+	lose := func(t testing.TB, rng *rand.Rand) {
+		losses.Add(1)
+		keys, err := rdb.Keys(ctx, prefix+"*").Result()
+		if err == nil && len(keys) > 0 {
+			err = rdb.Del(ctx, keys...).Err()
+		}
+		if err != nil {
+			t.Errorf("lose the cache's writes: %v", err)
+			return
+		}
+		mu.Lock()
+		restore := snapshot
+		mu.Unlock()
+		if rng.IntN(3) == 0 {
+			return // all of them
+		}
+		for k, d := range restore {
+			if err := rdb.RestoreReplace(ctx, k, d.ttl, d.value).Err(); err != nil {
+				t.Errorf("restore %s: %v", k, err)
+			}
+		}
+	}
+	return snap, lose
 }

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -150,6 +151,36 @@ func (s *Server) Stop() {
 // Restart starts the server again on its port, empty.
 func (s *Server) Restart() error {
 	s.Stop()
+	_, port, _ := net.SplitHostPort(s.Addr)
+	n, _ := strconv.Atoi(port)
+	return s.start(s.cmd.Path, n)
+}
+
+// Snapshot saves the server's data (SAVE) and returns the snapshot, as
+// an operator's backup or a replica's state at that moment.
+func (s *Server) Snapshot(t testing.TB) []byte {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer rdb.Close()
+	if err := rdb.Save(context.Background()).Err(); err != nil {
+		t.Fatalf("redistest: SAVE: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(s.dir, "dump.rdb"))
+	if err != nil {
+		t.Fatalf("redistest: read the snapshot: %v", err)
+	}
+	return b
+}
+
+// RestartFrom kills the server and starts it again on its port from
+// snapshot, as a restore from a backup, or a failover to a replica that
+// had not received the writes since, does: every write after the
+// snapshot is lost.
+func (s *Server) RestartFrom(snapshot []byte) error {
+	s.Stop()
+	if err := os.WriteFile(filepath.Join(s.dir, "dump.rdb"), snapshot, 0o600); err != nil {
+		return fmt.Errorf("redistest: write the snapshot: %w", err)
+	}
 	_, port, _ := net.SplitHostPort(s.Addr)
 	n, _ := strconv.Atoi(port)
 	return s.start(s.cmd.Path, n)

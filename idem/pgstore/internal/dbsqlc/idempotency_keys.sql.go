@@ -432,6 +432,19 @@ func (q *Queries) FindAbandoned(ctx context.Context, arg FindAbandonedParams) ([
 	return items, nil
 }
 
+const getFilterEpoch = `-- name: GetFilterEpoch :one
+SELECT epoch FROM idemgen_filter_epoch
+`
+
+// The replay filter's epoch, which removing a completed key before its
+// TTL moves on (migration 0011).
+func (q *Queries) GetFilterEpoch(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, getFilterEpoch)
+	var epoch int64
+	err := row.Scan(&epoch)
+	return epoch, err
+}
+
 const getSecret = `-- name: GetSecret :one
 SELECT secret FROM idempotency_secret WHERE id = 1
 `
@@ -442,6 +455,20 @@ func (q *Queries) GetSecret(ctx context.Context) ([]byte, error) {
 	var secret []byte
 	err := row.Scan(&secret)
 	return secret, err
+}
+
+const holdKey = `-- name: HoldKey :one
+SELECT pg_try_advisory_lock($1::bigint) AS held
+`
+
+// Holds a key for ForgetKey beyond its transaction, on its session, so
+// that no attempt claims it until every server's replay filter has read
+// the epoch the forget moved on (see migration 0011).
+func (q *Queries) HoldKey(ctx context.Context, lockID int64) (bool, error) {
+	row := q.db.QueryRow(ctx, holdKey, lockID)
+	var held bool
+	err := row.Scan(&held)
+	return held, err
 }
 
 const keyLocksHeld = `-- name: KeyLocksHeld :many
@@ -1032,4 +1059,13 @@ func (q *Queries) StoreResponse(ctx context.Context, arg StoreResponseParams) (b
 	var handed_over bool
 	err := row.Scan(&handed_over)
 	return handed_over, err
+}
+
+const unholdKey = `-- name: UnholdKey :exec
+SELECT pg_advisory_unlock($1::bigint)
+`
+
+func (q *Queries) UnholdKey(ctx context.Context, lockID int64) error {
+	_, err := q.db.Exec(ctx, unholdKey, lockID)
+	return err
 }

@@ -8,6 +8,11 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type IdemgenFilterEpoch struct {
+	One   bool
+	Epoch int64
+}
+
 type IdempotencyKey struct {
 	Scope           string
 	Operation       string

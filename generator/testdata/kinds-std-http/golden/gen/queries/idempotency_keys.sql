@@ -181,6 +181,11 @@ WHERE scope = sqlc.arg(scope) AND operation = sqlc.arg(operation) AND key = sqlc
 -- The key of derived keys, created by the migrations.
 SELECT secret FROM idempotency_secret WHERE id = 1;
 
+-- name: GetFilterEpoch :one
+-- The replay filter's epoch, which removing a completed key before its
+-- TTL moves on (migration 0011).
+SELECT epoch FROM idemgen_filter_epoch;
+
 -- name: FailAbandoned :many
 -- The lease sweeper: stores a failure response for up to batch_size
 -- in-flight attempts whose lease ended abandoned_for ago or earlier,
@@ -354,3 +359,12 @@ WHERE k.status = 'in_flight'
   AND (k.request IS NOT NULL OR NOT o.needs_request)
 ORDER BY k.locked_until
 LIMIT sqlc.arg(max_rows)::integer;
+
+-- name: HoldKey :one
+-- Holds a key for ForgetKey beyond its transaction, on its session, so
+-- that no attempt claims it until every server's replay filter has read
+-- the epoch the forget moved on (see migration 0011).
+SELECT pg_try_advisory_lock(sqlc.arg(lock_id)::bigint) AS held;
+
+-- name: UnholdKey :exec
+SELECT pg_advisory_unlock(sqlc.arg(lock_id)::bigint);
