@@ -171,13 +171,48 @@ func ParseConfig(path string, src []byte) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w: %v; see `idemgen help config`", path, ErrConfig, err)
 	}
 	c.dir = filepath.Dir(path)
-	if err := c.complete(); err != nil {
-		return nil, fmt.Errorf("%s: %w: %v", path, ErrConfig, err)
+	if problems := c.complete(); len(problems) > 0 {
+		// Each names its key first: the key's line, where the file has it.
+		for i, p := range problems {
+			key, _, _ := strings.Cut(p, " ")
+			if n := valueNode(&doc, key); n != nil {
+				problems[i] = fmt.Sprintf("%s:%d: %s", path, n.Line, p)
+			} else {
+				problems[i] = fmt.Sprintf("%s: %s", path, p)
+			}
+		}
+		return nil, &configError{strings.Join(problems, "\n") + "; see `idemgen help config`"}
 	}
 	return &c, nil
 }
 
-func (c *Config) complete() error {
+// valueNode finds the value of the dotted key in a config document, or
+// returns nil when the document does not have it.
+func valueNode(n *yaml.Node, dotted string) *yaml.Node {
+	for _, part := range strings.Split(dotted, ".") {
+		for n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+			n = n.Content[0]
+		}
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == part {
+				next = n.Content[i+1]
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		n = next
+	}
+	return n
+}
+
+// complete fills in defaults and returns what cannot work, each problem
+// starting with its dotted key.
+func (c *Config) complete() []string {
 	var problems []string
 	if c.Spec == "" {
 		problems = append(problems, "spec is missing: name the annotated OpenAPI document, e.g. `spec: openapi.yaml`")
@@ -220,10 +255,7 @@ func (c *Config) complete() error {
 	if c.Errors != nil {
 		problems = append(problems, c.Errors.check()...)
 	}
-	if len(problems) > 0 {
-		return errors.New(strings.Join(problems, "; "))
-	}
-	return nil
+	return problems
 }
 
 // path resolves a config-relative path.

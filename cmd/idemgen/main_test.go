@@ -178,12 +178,12 @@ func TestConfigErrors(t *testing.T) {
 		{
 			name:   "missing spec",
 			config: "output:\n  dir: gen\n",
-			want:   []string{"invalid config", "spec is missing"},
+			want:   []string{"spec is missing", "idemgen help config"},
 		},
 		{
 			name:   "unknown server",
 			config: "spec: openapi.yaml\noutput:\n  dir: gen\nserver: fiber\n",
-			want:   []string{`server "fiber" is unknown; expected one of std-http, chi, echo, gin`},
+			want:   []string{`:4: server "fiber" is unknown; expected one of std-http, chi, echo, gin`},
 		},
 	}
 	for _, tt := range tests {
