@@ -295,9 +295,11 @@ func (s *Store) ShowKey(ctx context.Context, id idem.ID, opts ShowOptions) (KeyD
 // With a replay filter, the key stays held (409) for a few seconds after
 // it is forgotten (forgetHold), and ForgetKey returns then: by that time
 // every server reading the filter has learnt that the key's entries are
-// gone, whatever Redis kept or lost (see the filter's rules). Forgotten
-// through a store without the filter, a key's old answer may still be
-// replayed from the filter for those few seconds.
+// gone, whatever Redis kept or lost (see the filter's rules). The hold
+// keeps one of the store's connections for those seconds: forget through
+// a pool of its own (as idemgen keys forget does), not a serving pool of
+// one. Forgotten through a store without the filter, a key's old answer
+// may still be replayed from the filter for those few seconds.
 func (s *Store) ForgetKey(ctx context.Context, id idem.ID, opts ForgetOptions) (KeyInfo, error) {
 	if s.filter == nil {
 		return s.forgetKey(ctx, s.db, s.q, id, opts)

@@ -480,7 +480,7 @@ func TestWorkPastLeaseIsOverrun(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pool := newPool(t, nil)
 			log := &errLog{}
-			e := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: slog.New(log), StoreTimeout: 500 * time.Millisecond})
+			e := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: slog.New(log), StoreTimeout: 2 * time.Second})
 			op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Second}
 			resp, err := e.Serve(keyed("k"), op, []byte("a"), func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
 				return created("{}"), tc.work(ctx, at.Tx())

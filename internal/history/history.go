@@ -721,7 +721,7 @@ func (hist *History) Check() []string {
 	}
 
 	byKey := map[idem.ID][]*request{}
-	first := map[string][]byte{} // token -> the body first answered with it
+	answered := map[string]*request{} // token -> its first answer
 	generationOf := map[string]int64{}
 	for _, rn := range hist.runs {
 		generationOf[rn.token] = rn.generation
@@ -729,17 +729,11 @@ func (hist *History) Check() []string {
 	for _, r := range hist.requests {
 		byKey[r.id] = append(byKey[r.id], r)
 		if r.status == http.StatusCreated && !r.replayed {
-			first[r.token] = r.body
+			answered[r.token] = r
 		}
 	}
 	// A forgotten use is never replayed once its forget is done, whatever
 	// the replay filter's cache kept or lost.
-	answered := map[string]*request{} // token -> its first answer
-	for _, r := range hist.requests {
-		if r.status == http.StatusCreated && !r.replayed {
-			answered[r.token] = r
-		}
-	}
 	for _, r := range hist.requests {
 		o := answered[r.token]
 		if r.status != http.StatusCreated || !r.replayed || o == nil {
@@ -757,8 +751,8 @@ func (hist *History) Check() []string {
 		case r.status == http.StatusCreated:
 			if !committedTokens[r.token] {
 				add("%s answered a response no committed run made: %s", r, r.body)
-			} else if b, ok := first[r.token]; r.replayed && ok && string(b) != string(r.body) {
-				add("%s replayed %s; the response first sent was %s", r, r.body, b)
+			} else if o, ok := answered[r.token]; r.replayed && ok && string(o.body) != string(r.body) {
+				add("%s replayed %s; the response first sent was %s", r, r.body, o.body)
 			}
 		case r.problem == "attempt-abandoned" && r.phased:
 			// The sweeper failed a lease the disturbances let pass.
