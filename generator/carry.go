@@ -21,6 +21,9 @@ import (
 // methods; a client's interface{} compiles, and needs no import of the
 // runtime.
 type carried struct {
+	// hoists come first: they move schemas, and the pointers of the
+	// other changes are those of the document after them.
+	hoists     []hoist
 	extensions []extension
 	keep       *keeper
 }
@@ -48,6 +51,9 @@ type keeper struct {
 // place the document does not have (it is in another file) is left
 // out: what it leaves out is the client's to resolve.
 func (c carried) apply(root *yaml.Node) {
+	for _, h := range c.hoists {
+		h.apply(root)
+	}
 	for _, e := range c.extensions {
 		_, n := nodeAt(root, e.pointer)
 		if n == nil || n.Kind != yaml.MappingNode {

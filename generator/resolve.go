@@ -15,10 +15,11 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// For some specs oapi-codegen writes code that does not compile: it gives
-// two declarations one name, declares the strict server's methods on
-// interface{} for a response body without a type, or prunes a schema only
-// webhooks use while still naming it. Where the cause can be
+// For some specs oapi-codegen writes code that does not compile, or
+// none: it gives two declarations one name, declares the strict server's
+// methods on interface{} for a response body without a type, prunes a
+// schema only webhooks use while still naming it, or cannot map a
+// discriminator over members written inline. Where the cause can be
 // resolved without changing the API's wire format, generateResolved
 // resolves it in the loaded document, in memory, with oapi-codegen's own
 // extensions and options, and runs oapi-codegen again; each resolution is
@@ -114,8 +115,23 @@ type extended struct {
 // augmented spec carries of them.
 func generateResolved(specPath string, spec *openapi3.T, load func() (*openapi3.T, error), conf codegen.Configuration, mode resolveMode) (resolved, error) {
 	r := &resolver{specPath: specPath, mode: mode, spec: spec, taken: map[string]bool{}, done: map[string]bool{}, enumByTy: map[string]*enumRename{}}
+	hoists, problems := hoistDiscriminated(spec)
+	for _, h := range hoists {
+		r.found = append(r.found, resolution{r.position(h.pointer), h.describe()})
+	}
+	// A fresh document needs the same hoists, which come out the same.
+	reload := func() (*openapi3.T, error) {
+		fresh, err := load()
+		if err == nil {
+			hoistDiscriminated(fresh)
+		}
+		return fresh, err
+	}
 	code, err := codegen.Generate(spec, conf)
 	if err != nil {
+		if refusal := r.unionRefusal(err, problems); refusal != nil {
+			return resolved{}, refusal
+		}
 		return resolved{}, fmt.Errorf("%s: oapi-codegen: %w", specPath, err)
 	}
 	scan, err := scanNames([]byte(code))
@@ -127,7 +143,7 @@ func generateResolved(specPath string, spec *openapi3.T, load func() (*openapi3.
 		if mode.inSpec {
 			keep = r.keepReferred
 		}
-		code, spec, scan, conf, err = keep(spec, load, conf, code, scan, missing)
+		code, spec, scan, conf, err = keep(spec, reload, conf, code, scan, missing)
 		if err != nil {
 			return resolved{}, err
 		}
@@ -170,12 +186,12 @@ func generateResolved(specPath string, spec *openapi3.T, load func() (*openapi3.
 			r.found[i].text = "the augmented spec, for oapi-codegen's client of it: " + r.found[i].text
 		}
 	}
-	return resolved{code: code, spec: spec, found: r.found, carry: r.carried()}, nil
+	return resolved{code: code, spec: spec, found: r.found, carry: r.carried(hoists)}, nil
 }
 
 // carried is what the augmented spec carries of the resolutions.
-func (r *resolver) carried() carried {
-	c := carried{keep: r.keep}
+func (r *resolver) carried(hoists []hoist) carried {
+	c := carried{hoists: hoists, keep: r.keep}
 	seen := map[string]bool{}
 	for _, e := range r.extended {
 		if e.schema != nil {
