@@ -26,6 +26,8 @@ type oapiOutput struct {
 	// security is the document's security, which operations without
 	// their own inherit.
 	security openapi3.SecurityRequirements
+	// version is the document's openapi version.
+	version string
 	// warnings say what was resolved in the spec, in memory, for
 	// oapi-codegen's output to compile (see resolve.go), as
 	// Result.Warnings.
@@ -84,7 +86,7 @@ func runOapiCodegen(specPath string, cfg *Config) (out oapiOutput, err error) {
 	if err != nil {
 		return oapiOutput{}, fmt.Errorf("%s: oapi-codegen operations: %w", specPath, err)
 	}
-	return oapiOutput{src: retitle(code, cfg.specFromOutput()), defs: defs, security: spec.Security, warnings: resolutionWarnings(specPath, resolved)}, nil
+	return oapiOutput{src: retitle(code, cfg.specFromOutput()), defs: defs, security: spec.Security, version: spec.OpenAPI, warnings: resolutionWarnings(specPath, resolved)}, nil
 }
 
 // oapiCodegenPath is the module whose version the header names.

@@ -249,6 +249,10 @@ func (r *reader) build(path, method, id string, key *yaml.Node, s settings, defs
 	if s.maxBody != 0 {
 		op.MaxBody = s.maxBody
 	}
+	op.Validate = defs.validate
+	if s.validate != nil {
+		op.Validate = *s.validate
+	}
 	if s.mode != "" {
 		op.Mode = s.mode
 	}

@@ -45,6 +45,7 @@ type defaults struct {
 	ttl, lease   duration
 	maxBody      int64 // 0 unless written
 	scope        Scope
+	validate     bool // true unless written false
 }
 
 // settings are what an operation's x-idempotent mapping sets. Pointers
@@ -63,6 +64,7 @@ type settings struct {
 	exclude    []Pointer
 	scope      *Scope
 	maxBody    int64 // 0 when absent or invalid
+	validate   *bool // nil when absent or invalid
 
 	abandoned         string     // "" when absent or invalid
 	abandonedNode     *yaml.Node // the abandoned value, even when invalid
@@ -73,6 +75,7 @@ type settings struct {
 func (r *reader) defaults(f *entry) defaults {
 	d := defaults{
 		required: true,
+		validate: true,
 		ttl:      duration{value: DefaultTTL, text: "24h"},
 		lease:    duration{value: DefaultLease, text: "1m"},
 	}
@@ -81,7 +84,7 @@ func (r *reader) defaults(f *entry) defaults {
 	}
 	const field = "x-idempotency"
 	if f.value.Kind != yaml.MappingNode {
-		r.errorf(f.value, "%s: %s; expected a mapping with keys ttl, lease, required, scope, max-body", field, describe(f.value))
+		r.errorf(f.value, "%s: %s; expected a mapping with keys ttl, lease, required, scope, max-body, validate", field, describe(f.value))
 		return d
 	}
 	for _, g := range r.unique(r.fields(f.value), field, all) {
@@ -105,8 +108,12 @@ func (r *reader) defaults(f *entry) defaults {
 			}
 		case "max-body":
 			d.maxBody = r.size(field+".max-body", g.value)
+		case "validate":
+			if b := r.boolean(field+".validate", g.value); b != nil {
+				d.validate = *b
+			}
 		default:
-			r.errorf(g.key, "%s: unknown key %s; expected one of ttl, lease, required, scope, max-body", field, quote(g.key.Value))
+			r.errorf(g.key, "%s: unknown key %s; expected one of ttl, lease, required, scope, max-body, validate", field, quote(g.key.Value))
 		}
 	}
 	r.checkLease(d.ttl, d.lease)
@@ -126,7 +133,7 @@ func (r *reader) annotation(f *entry) (s settings, annotated bool) {
 	if b, ok := boolValue(f.value); ok {
 		return settings{}, b
 	}
-	r.errorf(f.value, "x-idempotent: %s; expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body", describe(f.value))
+	r.errorf(f.value, "x-idempotent: %s; expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body, validate", describe(f.value))
 	return settings{}, true
 }
 
@@ -162,8 +169,10 @@ func (r *reader) settings(m *yaml.Node) settings {
 			s.scope = r.scope(field+".scope", f.value)
 		case "max-body":
 			s.maxBody = r.size(field+".max-body", f.value)
+		case "validate":
+			s.validate = r.boolean(field+".validate", f.value)
 		default:
-			r.errorf(f.key, "%s: unknown key %s; expected one of required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body", field, quote(f.key.Value))
+			r.errorf(f.key, "%s: unknown key %s; expected one of required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body, validate", field, quote(f.key.Value))
 		}
 	}
 	return s
