@@ -276,8 +276,9 @@ func IdempotencyErrorShape() *idem.ErrorShape {
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for
 // mounting with NewStrictHandler yourself. The strict handler must run the
 // request through a middleware that calls idem.WithRequest, as
-// NewIdempotentHandler does. Bodies are then bounded, and their media
-// types checked, only by what you mount it with.
+// NewIdempotentHandler does. Bodies are then bounded, their media types
+// checked and requests validated against the spec only by what you
+// mount it with.
 func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store[T], opts idem.Options) StrictServerInterface {
 	if opts.Problems == nil {
 		opts.Problems = IdempotencyErrorShape()
