@@ -94,3 +94,20 @@ func TestDocsConfigExample(t *testing.T) {
 		}
 	}
 }
+
+// The warning about a changed scope or fingerprint, and the contract of
+// every generated file, send readers to a section of the README by its
+// title: the README must keep a heading with that title.
+func TestContractDocSection(t *testing.T) {
+	title, _, ok := strings.Cut(strings.TrimPrefix(contractDoc, `"`), `"`)
+	if !ok {
+		t.Fatalf("contractDoc names no section: %s", contractDoc)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^#{2,4} ` + regexp.QuoteMeta(title) + `$`).Match(readme) {
+		t.Errorf("README.md has no heading %q, which idemgen's warnings and generated files point at", title)
+	}
+}
