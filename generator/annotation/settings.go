@@ -84,10 +84,13 @@ func (r *reader) defaults(f *entry) defaults {
 	}
 	const field = "x-idempotency"
 	if f.value.Kind != yaml.MappingNode {
-		r.errorf(f.value, "%s: %s; expected a mapping with keys ttl, lease, required, scope, max-body, validate", field, describe(f.value))
+		r.errorf(f.value, "%s: %s; expected %s", field, describe(f.value), mappingOf(field))
 		return d
 	}
 	for _, g := range r.unique(r.fields(f.value), field, all) {
+		if !r.known(g.key, field) {
+			continue
+		}
 		switch g.key.Value {
 		case "ttl":
 			if t := r.duration(field+".ttl", g.value, levelDocument); t != nil {
@@ -112,8 +115,6 @@ func (r *reader) defaults(f *entry) defaults {
 			if b := r.boolean(field+".validate", g.value); b != nil {
 				d.validate = *b
 			}
-		default:
-			r.errorf(g.key, "%s: unknown key %s; expected one of ttl, lease, required, scope, max-body, validate", field, quote(g.key.Value))
 		}
 	}
 	r.checkLease(d.ttl, d.lease)
@@ -133,7 +134,7 @@ func (r *reader) annotation(f *entry) (s settings, annotated bool) {
 	if b, ok := boolValue(f.value); ok {
 		return settings{}, b
 	}
-	r.errorf(f.value, "x-idempotent: %s; expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body, validate", describe(f.value))
+	r.errorf(f.value, "x-idempotent: %s; expected true, false or %s", describe(f.value), mappingOf("x-idempotent"))
 	return settings{}, true
 }
 
@@ -141,6 +142,9 @@ func (r *reader) settings(m *yaml.Node) settings {
 	const field = "x-idempotent"
 	var s settings
 	for _, f := range r.unique(r.fields(m), field, all) {
+		if !r.known(f.key, field) {
+			continue
+		}
 		switch f.key.Value {
 		case "required":
 			if s.required = r.boolean(field+".required", f.value); s.required != nil {
@@ -171,8 +175,6 @@ func (r *reader) settings(m *yaml.Node) settings {
 			s.maxBody = r.size(field+".max-body", f.value)
 		case "validate":
 			s.validate = r.boolean(field+".validate", f.value)
-		default:
-			r.errorf(f.key, "%s: unknown key %s; expected one of required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body, validate", field, quote(f.key.Value))
 		}
 	}
 	return s
@@ -367,13 +369,12 @@ func (r *reader) duplicatePoint(at string, item, first *yaml.Node, goName string
 func (r *reader) fingerprint(v *yaml.Node) []Pointer {
 	const field = "x-idempotent.fingerprint"
 	if v.Kind != yaml.MappingNode {
-		r.errorf(v, "%s: %s; expected a mapping with key exclude", field, describe(v))
+		r.errorf(v, "%s: %s; expected %s", field, describe(v), mappingOf(field))
 		return nil
 	}
 	var exclude []Pointer
 	for _, f := range r.unique(r.fields(v), field, all) {
-		if f.key.Value != "exclude" {
-			r.errorf(f.key, "%s: unknown key %s; expected exclude", field, quote(f.key.Value))
+		if !r.known(f.key, field) {
 			continue
 		}
 		exclude = r.pointers(field+".exclude", f.value)
@@ -431,6 +432,10 @@ func (r *reader) scope(field string, v *yaml.Node) *Scope {
 	sc := Scope{Set: true}
 	valid := true
 	for _, f := range r.unique(r.fields(v), field, all) {
+		if !r.known(f.key, field) {
+			valid = false
+			continue
+		}
 		switch f.key.Value {
 		case "header":
 			name, ok := r.scopeHeader(field+".header", f.value)
@@ -440,9 +445,6 @@ func (r *reader) scope(field string, v *yaml.Node) *Scope {
 			b := r.boolean(field+".function", f.value)
 			valid = valid && b != nil
 			sc.Function = b != nil && *b
-		default:
-			r.errorf(f.key, "%s: unknown key %s; expected header or function", field, quote(f.key.Value))
-			valid = false
 		}
 	}
 	if !valid {

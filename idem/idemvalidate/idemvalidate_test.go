@@ -32,6 +32,7 @@ paths:
               type: object
               required: [lines]
               properties:
+                at: {type: string, format: date-time}
                 lines:
                   type: array
                   items:
@@ -83,6 +84,7 @@ func TestCheck(t *testing.T) {
 		{"a required header", order, "POST", "/accounts/acct_1/orders/3", "", valid, `The header parameter "X-Request-Id" is invalid: value is required but missing`},
 		{"a header's length", order, "POST", "/accounts/acct_1/orders/3", "r123456789", valid, `The header parameter "X-Request-Id" is invalid: maximum string length is 8`},
 		{"a member deep in the body, its pointer escaped", order, "POST", "/accounts/acct_1/orders/3", "r1", `{"lines": [{"a/b~c": "z"}]}`, "The request body is invalid at /lines/0/a~1b~0c: value is not one of the allowed values"},
+		{"a format", order, "POST", "/accounts/acct_1/orders/3", "r1", `{"lines": [], "at": "yesterday"}`, "The request body is invalid at /at: string doesn't match the format \"date-time\""},
 		{"a required member", order, "POST", "/accounts/acct_1/orders/3", "r1", `{}`, `property "lines" is missing`},
 		{"no body", order, "POST", "/accounts/acct_1/orders/3", "r1", "", "The request body is invalid: value is required but missing"},
 		{"not JSON", order, "POST", "/accounts/acct_1/orders/3", "r1", `{"lines":`, "The request body is invalid"},
