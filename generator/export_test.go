@@ -3,6 +3,7 @@ package generator
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -96,4 +97,24 @@ func AbandonedSettings(res *Result) map[string]AbandonedSetting {
 		}
 	}
 	return settings
+}
+
+// RequestSchemas is the document res's gates check requests against, and
+// the annotated operations that are checked, by operationId, with their
+// method and path; a nil document when none is.
+func RequestSchemas(res *Result) (doc []byte, ops map[string][2]string) {
+	if res.model.RequestSchemas == "" {
+		return nil, nil
+	}
+	text, err := strconv.Unquote(res.model.RequestSchemas)
+	if err != nil {
+		panic(err)
+	}
+	ops = map[string][2]string{}
+	for _, op := range res.model.Operations {
+		if op.Idempotent && op.Validate {
+			ops[op.Name] = [2]string{op.Method, op.Path}
+		}
+	}
+	return []byte(text), ops
 }

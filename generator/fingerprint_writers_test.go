@@ -116,8 +116,9 @@ func TestFingerprintWritersMatchRealSpecs(t *testing.T) {
 		t.Run(strings.TrimSuffix(file, filepath.Ext(file)), func(t *testing.T) {
 			t.Parallel()
 			tmp := t.TempDir()
-			cfg, ops := annotateEveryOperation(t, filepath.Join(dir, file), tmp)
+			cfg, ops, res := annotateEveryOperation(t, filepath.Join(dir, file), tmp)
 			t.Logf("%d operations annotated", ops)
+			checkRequestSchemas(t, res)
 			runFingerprintTest(t, cfg, 200)
 		})
 	}
@@ -125,8 +126,9 @@ func TestFingerprintWritersMatchRealSpecs(t *testing.T) {
 
 // annotateEveryOperation writes a copy of the spec in which every post,
 // put, patch and delete operation has x-idempotent: true, leaving out
-// those Generate refuses, and returns its config and how many are left.
-func annotateEveryOperation(t *testing.T, spec, dir string) (*generator.Config, int) {
+// those Generate refuses, and returns its config, how many are left and
+// what Generate made of it.
+func annotateEveryOperation(t *testing.T, spec, dir string) (*generator.Config, int, *generator.Result) {
 	t.Helper()
 	src, err := os.ReadFile(spec)
 	if err != nil {
@@ -156,9 +158,9 @@ func annotateEveryOperation(t *testing.T, spec, dir string) (*generator.Config, 
 		annotationLines(&written, lines)
 		cfg := configFor(t, dir, path, "")
 		cfg.Output.Spec = ""
-		_, err = generator.Generate(cfg)
+		res, err := generator.Generate(cfg)
 		if err == nil {
-			return cfg, ops
+			return cfg, ops, res
 		}
 		m := errAt.FindStringSubmatch(err.Error())
 		if m == nil {
@@ -172,7 +174,7 @@ func annotateEveryOperation(t *testing.T, spec, dir string) (*generator.Config, 
 		skip[op] = true
 	}
 	t.Fatal("too many operations refused")
-	return nil, 0
+	return nil, 0, nil
 }
 
 var bodyMethods = []string{"post", "put", "patch", "delete"}

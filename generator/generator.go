@@ -83,6 +83,11 @@ func Generate(cfg *Config) (*Result, error) {
 	if err := writeFingerprints(oapi.src, m); err != nil {
 		return nil, err
 	}
+	schemas, warnings, err := requestSchemas(specPath, oapi.version, m.Operations)
+	if err != nil {
+		return nil, err
+	}
+	m.RequestSchemas, m.Warnings = goString(schemas), append(m.Warnings, warnings...)
 	var augmented []byte
 	if cfg.Output.Spec != "" {
 		var found []resolution

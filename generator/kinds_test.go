@@ -335,6 +335,46 @@ func TestMissingScopeHeaderIsInvalidScope(t *testing.T) {
 	}
 }
 
+// TestInvalidBodyBeforeClaim: a body that breaks the spec's schema
+// (customer_id is at most 64 characters) is the invalid-request problem
+// from the gate, naming the member, and nothing runs; its key was not
+// claimed, so a valid request then runs under it.
+func TestInvalidBodyBeforeClaim(t *testing.T) {
+	svc := &service{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	srv := httptest.NewServer(newHandler(svc, memstore.New(memstore.Options{}), IdempotentHandlerOptions{Options: idem.Options{Logger: slog.New(slog.DiscardHandler)}}))
+	defer srv.Close()
+	post := func(customer string) (int, idem.Problem) {
+		t.Helper()
+		req, err := http.NewRequest("POST", srv.URL+"/orders", strings.NewReader("{\"amount_cents\": 100, \"currency\": \"EUR\", \"customer_id\": \""+customer+"\"}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "invalid-then-valid")
+		req.Header.Set("X-Account-Id", "a1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var p idem.Problem
+		_ = json.NewDecoder(resp.Body).Decode(&p)
+		return resp.StatusCode, p
+	}
+	if status, p := post(strings.Repeat("c", 65)); status != 400 || p.Type != idem.TypeInvalidRequest || !strings.Contains(p.Detail, "/customer_id") {
+		t.Fatalf("customer_id over its maxLength: %d %+v, want 400 %s naming /customer_id", status, p, idem.TypeInvalidRequest)
+	}
+	if got := svc.runs.Load(); got != 0 {
+		t.Fatalf("createOrder ran %d times for an invalid body", got)
+	}
+	if status, p := post("c"); status != 201 {
+		t.Fatalf("a valid body under the same key: %d %+v, want 201", status, p)
+	}
+	if got := svc.runs.Load(); got != 1 {
+		t.Errorf("createOrder ran %d times, want 1", got)
+	}
+}
+
 // TestMediaTypes: an annotated operation parses the Content-Type (type
 // and subtype case-insensitive, parameters apart) and matches it exactly,
 // as its unannotated twin accepts it; a look-alike type is a 415 and runs
@@ -432,7 +472,8 @@ func TestBodyLimitOnAnnotatedOnly(t *testing.T) {
 		want       int
 	}{
 		{"/payments", ` + "`" + `{"order_id": "` + "`" + ` + big + ` + "`" + `", "amount_cents": 100}` + "`" + `, 413},
-		{"/orders", ` + "`" + `{"amount_cents": 100, "currency": "EUR", "customer_id": "` + "`" + ` + big + ` + "`" + `"}` + "`" + `, 201},
+		// Large in its whitespace: customer_id's schema allows 64 characters.
+		{"/orders", "{" + strings.Repeat(" ", 70<<10) + ` + "`" + `"amount_cents": 100, "currency": "EUR", "customer_id": "c"}` + "`" + `, 201},
 		// Without max-body or the option, a JSON body gets 1 MiB.
 		{"/orders", ` + "`" + `{"amount_cents": 100, "currency": "EUR", "customer_id": "` + "`" + ` + strings.Repeat("x", 1<<20) + ` + "`" + `"}` + "`" + `, 413},
 	} {
@@ -532,7 +573,7 @@ func TestBodyBoundUnderPrefix(t *testing.T) {
 			if status, _ := post(bounded, "/orders", order("c"), false); status != 201 {
 				t.Errorf("POST %s/orders within the bound: %d, want 201", m.prefix, status)
 			}
-			if status, _ := post(byDefault, "/orders", order(strings.Repeat("c", 70<<10)), true); status != 201 {
+			if status, _ := post(byDefault, "/orders", "{"+strings.Repeat(" ", 70<<10)+order("c")[1:], true); status != 201 {
 				t.Errorf("POST %s/orders, 70 KiB chunked, within the default bound: %d, want 201", m.prefix, status)
 			}
 			if n := svc.runs.Load(); n != 2 {

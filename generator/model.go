@@ -49,6 +49,9 @@ type model struct {
 	// ErrorShape is the API's own error shape, from the config; nil
 	// answers with problem+json.
 	ErrorShape *Errors
+	// RequestSchemas is the Go literal of the document the gates check
+	// requests against; "" when no operation validates.
+	RequestSchemas string
 }
 
 // operation is one operation of the spec, as the layer sees it.
@@ -69,7 +72,10 @@ type operation struct {
 	KeyPattern           string
 	TTL, Lease           string // Go expressions
 	MaxBody              int64  // the annotation's max-body; 0 for the handler's option
-	TTLText              string
+	// Validate is whether the gate checks requests against the spec
+	// (see requestschemas.go).
+	Validate bool
+	TTLText  string
 	// ScopeHeader is the header parameter that scopes keys, as the spec
 	// spells it; "" when there is none.
 	ScopeHeader string
@@ -116,7 +122,8 @@ type operation struct {
 	// Abandoned is "".
 	CompleteAfter, CompleteAfterText string
 
-	pos annotation.Position // the x-idempotent key, for errors
+	pos annotation.Position         // the x-idempotent key, for errors
+	def codegen.OperationDefinition // oapi-codegen's, for the request schemas
 
 	// What the operation's contract records besides the fields above
 	// (see contract.go): whether idem.Options.Scope scopes its keys, the
@@ -250,6 +257,8 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	}
 	op.TTL, op.Lease = durationExpr(a.TTL), durationExpr(a.Lease)
 	op.MaxBody = a.MaxBody
+	op.Validate = a.Validate
+	op.def = d
 	op.TTLText = durationText(a.TTL)
 	if a.Scope.Header != "" {
 		header, err := scopeHeader(d, a)

@@ -28,6 +28,8 @@ type oapiOutput struct {
 	// security is the document's security, which operations without
 	// their own inherit.
 	security openapi3.SecurityRequirements
+	// version is the document's openapi version.
+	version string
 	// warnings say what was resolved in the spec, in memory, for
 	// oapi-codegen's output to compile (see resolve.go), as
 	// Result.Warnings; carry is what the augmented spec carries of it.
@@ -91,6 +93,7 @@ func runOapiCodegen(specPath string, cfg *Config) (out oapiOutput, err error) {
 		src:      retitle(res.code, cfg.specFromOutput()),
 		defs:     defs,
 		security: res.spec.Security,
+		version:  res.spec.OpenAPI,
 		warnings: resolutionWarnings(specPath, res.found),
 		carry:    res.carry,
 	}, nil

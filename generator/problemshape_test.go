@@ -180,6 +180,7 @@ func TestShape(t *testing.T) {
 		{"missing key", "", "application/json", ` + "`" + `{"amount": 100}` + "`" + `, 400, "missing-idempotency-key", "false"},
 		{"invalid key", strings.Repeat("k", 256), "application/json", ` + "`" + `{"amount": 100}` + "`" + `, 400, "invalid-idempotency-key", "false"},
 		{"invalid request", "key-invalid", "application/json", ` + "`" + `{"amount": "many"}` + "`" + `, 400, "invalid-request", "false"},
+		{"schema broken", "key-schema", "application/json", ` + "`" + `{"declined": true}` + "`" + `, 400, "invalid-request", "false"},
 		{"trailing data", "key-trailing", "application/json", ` + "`" + `{"amount": 1}{}` + "`" + `, 400, "invalid-request", "false"},
 		{"too large", "key-large", "application/json", ` + "`" + `{"amount": 1, "pad": "` + "`" + ` + strings.Repeat("x", 2000) + ` + "`" + `"}` + "`" + `, 413, "body-too-large", "false"},
 		{"media type", "key-media", "text/plain", "amount=1", 415, "unsupported-media-type", "false"},

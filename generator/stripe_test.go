@@ -43,6 +43,7 @@ func TestStripeSpecBuilds(t *testing.T) {
 		if res.Operations != 468 || res.Idempotent != 222 {
 			t.Fatalf("%d operations, %d idempotent; want 468 and 222", res.Operations, res.Idempotent)
 		}
+		checkRequestSchemas(t, res)
 		// Besides the annotations' scope warnings (Stripe's operations
 		// require authentication and the annotation sets no scope),
 		// one warning per resolution.

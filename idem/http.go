@@ -234,6 +234,13 @@ type Gate struct {
 	Limit int64
 	// Problems renders the refusals; nil is problem+json.
 	Problems ProblemShape
+	// Validate checks the request against the operation's declared
+	// parameters and body before anything else reads it, and returns the
+	// problem to answer with, or nil to let it through; body is the whole
+	// body, read within Limit (nil when there is none). Nil checks
+	// nothing. The generated layer sets it from package idemvalidate,
+	// unless the operation is annotated validate: false.
+	Validate func(r *http.Request, body []byte) *Problem
 	// Tracer is told of each request the gate refuses, and of those whose
 	// body the strict handler then fails to decode (ErrorHandlers tell
 	// it), as a request of Operation with its outcome; nil tells nobody.
@@ -265,6 +272,9 @@ func (g *Gate) Pass(w http.ResponseWriter, r *http.Request) bool {
 			return false
 		}
 	}
+	if g.Validate != nil {
+		return g.validate(w, r)
+	}
 	if r.Body == nil || r.Body == http.NoBody {
 		// Nothing to bound; the gate rides on an empty body all the same,
 		// so that ErrorHandlers can tell the operation of a request whose
@@ -276,6 +286,40 @@ func (g *Gate) Pass(w http.ResponseWriter, r *http.Request) bool {
 		return boundStream(w, r, g.Limit, g)
 	}
 	return readWhole(w, r, g.Limit, g)
+}
+
+// validate reads r's body whole, within the gate's limit, checks the
+// request with Validate, and hands the body on as Pass would have: a JSON
+// body watched for what follows its value, any other buffered.
+func (g *Gate) validate(w http.ResponseWriter, r *http.Request) bool {
+	var data []byte
+	if r.Body != nil && r.Body != http.NoBody {
+		body, ok := bound(w, r, g.Limit, g)
+		if !ok {
+			return false
+		}
+		if body == nil {
+			body = r.Body // not bounded
+		}
+		var err error
+		if data, err = readBody(body, r.ContentLength); err != nil {
+			g.refuse(w, r, bodyProblem(err))
+			return false
+		}
+	}
+	if p := g.Validate(r, data); p != nil {
+		g.refuse(w, r, p)
+		return false
+	}
+	switch {
+	case data == nil:
+		r.Body = &boundedBody{ReadCloser: http.NoBody, gate: g}
+	case g.streams(r):
+		r.Body = &boundedBody{ReadCloser: io.NopCloser(bytes.NewReader(data)), gate: g}
+	default:
+		r.Body = &bufferedBody{Reader: bytes.NewReader(data), data: data, gate: g}
+	}
+	return true
 }
 
 // refuse answers w with p, in the gate's shape, and tells its tracer. A

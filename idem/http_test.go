@@ -379,3 +379,66 @@ func TestGateTellsRequestErrors(t *testing.T) {
 		})
 	}
 }
+
+// A gate with Validate reads the body whole within its limit, hands it to
+// Validate, answers its problem in the gate's shape, and otherwise hands
+// the body on as it would have: a JSON body still watched for data after
+// its value, any other buffered.
+func TestGateValidate(t *testing.T) {
+	var seen []string
+	gate := &idem.Gate{
+		Operation: "createOrder",
+		Accept:    []string{"application/json", "text/plain"},
+		JSON:      []string{"application/json"},
+		Limit:     64,
+		Validate: func(r *http.Request, body []byte) *idem.Problem {
+			seen = append(seen, string(body))
+			if strings.Contains(string(body), "bad") {
+				return &idem.Problem{Type: idem.TypeInvalidRequest, Title: "Invalid request", Status: 400, Detail: "bad"}
+			}
+			return nil
+		},
+	}
+	pass := func(ct, body string, declared bool) (*http.Request, *httptest.ResponseRecorder, bool) {
+		r := httptest.NewRequest("POST", "/orders", strings.NewReader(body))
+		if !declared {
+			r = chunked(body)
+		}
+		r.Header.Set("Content-Type", ct)
+		w := httptest.NewRecorder()
+		return r, w, gate.Pass(w, r)
+	}
+
+	_, w, ok := pass("application/json", `{"a": "bad"}`, true)
+	if ok || w.Code != 400 || !strings.Contains(w.Body.String(), `"detail":"bad"`) {
+		t.Fatalf("a refused body: passed %v, %d %s", ok, w.Code, w.Body)
+	}
+
+	for _, declared := range []bool{true, false} {
+		r, _, ok := pass("application/json", `{"a": 1} {}`, declared)
+		if !ok {
+			t.Fatalf("a body Validate lets through was refused")
+		}
+		var v any
+		if err := json.NewDecoder(r.Body).Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		var p *idem.Problem
+		if err := idem.EndBody(idem.WithRequest(context.Background(), r)); !errors.As(err, &p) || !strings.Contains(p.Detail, "data after its JSON value") {
+			t.Errorf("data after the value, declared length %v: EndBody %v, want its problem", declared, err)
+		}
+	}
+
+	r, _, ok := pass("text/plain", "plain text", true)
+	if b, err := io.ReadAll(r.Body); !ok || err != nil || string(b) != "plain text" {
+		t.Errorf("a text body: passed %v, read %q, %v", ok, b, err)
+	}
+
+	_, w, ok = pass("application/json", `{"a": "`+strings.Repeat("x", 64)+`"}`, false)
+	if ok || w.Code != 413 {
+		t.Errorf("a body over the limit: passed %v, %d, want 413 before Validate", ok, w.Code)
+	}
+	if want := []string{`{"a": "bad"}`, `{"a": 1} {}`, `{"a": 1} {}`, "plain text"}; strings.Join(seen, "|") != strings.Join(want, "|") {
+		t.Errorf("Validate saw %q, want %q", seen, want)
+	}
+}

@@ -191,6 +191,7 @@ const annotationsHelp = `Annotate the operations that must be idempotent:
     scope: {header: X-Account-Id}   # what keys are scoped by (default: nothing; see below)
     max-body: 1MiB            #   bound on request bodies, which are buffered whole (default: the
                               #   handler's MaxBodyBytes, else 1MiB, 32MiB for multipart); bytes, KiB, MiB or GiB
+    validate: true            #   check requests against the spec before any claim (default true)
   paths:
     /orders:
       post:
@@ -209,6 +210,7 @@ const annotationsHelp = `Annotate the operations that must be idempotent:
             exclude: [/metadata/trace_id, X-Trace-Id]   # body pointers and parameters that do not count
           scope: {function: true}   # replaces the default: idem.Options.Scope computes it in Go
           max-body: 64KiB     # a larger body is a 413 before any claim
+          validate: false     # leave the request's schema to the handler
 
     /payments:
       post:
@@ -239,6 +241,15 @@ client's retry replays; it is refused for a multipart request body, which
 cannot be stored. fail stores the terminal attempt-abandoned problem, as
 idemgen sweep -fail does. Without abandoned, such an attempt is left for a
 retry to take over, and idemgen sweep reports it.
+
+validate, on by default, checks each request against the parameters and body
+the spec declares (lengths, patterns, enums, ranges, required members, formats)
+before its key is claimed, with kin-openapi's validator: a request that breaks
+them is a 400 invalid-request, in the API's error shape, naming the parameter or
+the body's JSON pointer, and its key stays unused. A form body is checked where
+kin-openapi's form decoder takes its shape (members that are scalars, arrays of
+scalars, or objects of scalars encoded as deepObject); others are left to the
+binder. validate: false leaves the schema to the handler.
 
 The fingerprint that tells a retry from a different request covers the
 operation, its path, query and header parameters (the Idempotency-Key aside)

@@ -4,6 +4,7 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,10 @@ type Config struct {
 	// DatabaseURL is the PostgreSQL to use; "" finds or starts a local one
 	// (see pglocal) and uses its idemgen_example database.
 	DatabaseURL string
+	// Throwaway, with no DatabaseURL, gives this run a database of its
+	// own on the local PostgreSQL, dropped when the server closes, in
+	// place of idemgen_example, which stays between runs: the demo's.
+	Throwaway bool
 	// WorkDelay makes createOrder wait inside its attempt.
 	WorkDelay time.Duration
 	// PSPURL is the payment provider createPayment charges; "" starts the
@@ -78,16 +83,18 @@ type Server struct {
 	// fake one started in this process.
 	PSPURL string
 
-	http        *http.Server
-	psp         *http.Server // the in-process fake provider, if any
-	pool        *pgxpool.Pool
-	redis       *redis.Client // the replay filter's, if any
-	local       *pglocal.Server
-	log         *slog.Logger
-	done        chan error
-	stopJanitor context.CancelFunc
-	telemetry   *telemetry
-	janitorDone chan struct{}
+	http  *http.Server
+	psp   *http.Server // the in-process fake provider, if any
+	pool  *pgxpool.Pool
+	redis *redis.Client // the replay filter's, if any
+	local *pglocal.Server
+	// dropDatabase is the throwaway database to drop at close; "" for none.
+	dropDatabase string
+	log          *slog.Logger
+	done         chan error
+	stopJanitor  context.CancelFunc
+	telemetry    *telemetry
+	janitorDone  chan struct{}
 
 	inFlight     atomic.Int64  // requests being served
 	refusing     chan struct{} // closed once the listener is closed
@@ -173,7 +180,12 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 		if s.local, err = pglocal.Start(ctx, pglocal.Options{Logger: log}); err != nil {
 			return err
 		}
-		if url, err = exampleDatabase(ctx, s.local.URL); err != nil {
+		name := "idemgen_example"
+		if cfg.Throwaway {
+			name = "idemgen_demo_" + strings.ToLower(rand.Text()[:12])
+			s.dropDatabase = name
+		}
+		if url, err = exampleDatabase(ctx, s.local.URL, name); err != nil {
 			return err
 		}
 	}
@@ -313,9 +325,9 @@ func (s *Server) startFakePSP(log *slog.Logger) error {
 	return nil
 }
 
-// exampleDatabase creates the example's database on a local server if it
-// is missing, and returns its URL.
-func exampleDatabase(ctx context.Context, adminURL string) (string, error) {
+// exampleDatabase creates the database name on a local server if it does
+// not exist yet, and returns its URL.
+func exampleDatabase(ctx context.Context, adminURL, name string) (string, error) {
 	cfg, err := pgx.ParseConfig(adminURL)
 	if err != nil {
 		return "", err
@@ -326,19 +338,19 @@ func exampleDatabase(ctx context.Context, adminURL string) (string, error) {
 	}
 	defer conn.Close(ctx)
 	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'idemgen_example')`).Scan(&exists); err != nil {
-		return "", fmt.Errorf("find the example database: %w", err)
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return "", fmt.Errorf("find the database %s: %w", name, err)
 	}
 	if !exists {
-		_, err := conn.Exec(ctx, `CREATE DATABASE idemgen_example`)
+		_, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
 		var pgErr interface{ SQLState() string }
 		// Another process may have created it at the same moment: it then
 		// exists (42P04), or both inserted into pg_database at once (23505).
 		if err != nil && !(errors.As(err, &pgErr) && (pgErr.SQLState() == "42P04" || pgErr.SQLState() == "23505")) {
-			return "", fmt.Errorf("create the example database: %w", err)
+			return "", fmt.Errorf("create the database %s: %w", name, err)
 		}
 	}
-	return fmt.Sprintf("postgres://%s@%s:%d/idemgen_example?sslmode=disable", cfg.User, cfg.Host, cfg.Port), nil
+	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name), nil
 }
 
 // Wait blocks until the server stops serving: it failed, or Shutdown (or
@@ -412,10 +424,29 @@ func (s *Server) shutdown(ctx context.Context) error {
 	if s.redis != nil {
 		errs = append(errs, s.redis.Close())
 	}
+	if s.dropDatabase != "" {
+		errs = append(errs, dropDatabase(s.local.URL, s.dropDatabase))
+	}
 	if s.local != nil {
 		errs = append(errs, s.local.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// dropDatabase drops a throwaway database, ending any session a request
+// cut off left in it.
+func dropDatabase(adminURL, name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("drop the database %s: %w", name, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop the database %s: %w", name, err)
+	}
+	return nil
 }
 
 // replayFilter connects to the Redis at url for the store's replay

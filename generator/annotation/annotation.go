@@ -120,7 +120,11 @@ type Operation struct {
 	TTL, Lease time.Duration
 	// MaxBody bounds the operation's request bodies, in bytes; 0 leaves
 	// the bound to the handler's options.
-	MaxBody            int64
+	MaxBody int64
+	// Validate is whether requests are checked against the operation's
+	// declared parameters and body before a key is claimed; true unless
+	// validate: false is written.
+	Validate           bool
 	Mode               string   // ModeAtomic or ModePhased
 	RecoveryPoints     []string // as written; see GoName for the Go names
 	FingerprintExclude []Pointer

@@ -20,7 +20,7 @@ func atp(line, col int) *Position { p := at(line, col); return &p }
 
 // annotated is an operation with the built-in defaults.
 func annotated(path, method string, pos Position) Operation {
-	return Operation{Path: path, Method: method, Required: true, TTL: DefaultTTL, Lease: DefaultLease, Mode: ModeAtomic, Pos: pos}
+	return Operation{Path: path, Method: method, Required: true, TTL: DefaultTTL, Lease: DefaultLease, Mode: ModeAtomic, Validate: true, Pos: pos}
 }
 
 func with(op Operation, change func(*Operation)) Operation {
@@ -113,6 +113,7 @@ paths:
         recovery-points: [payment_created, charge_created]
         fingerprint:
           exclude: [/metadata/trace_id, /note]
+        validate: false
 `),
 			want: []Operation{{
 				Path: "/payments", Method: "POST", Required: false, RequiredAt: atp(5, 19),
@@ -180,6 +181,7 @@ x-idempotency:
   ttl: 48h
   lease: 2m
   required: false
+  validate: false
 paths:
   /a:
     post:
@@ -188,6 +190,7 @@ paths:
       x-idempotent:
         required: true
         lease: 10s
+        validate: true
   /b:
     patch:
       x-idempotent: {ttl: 1h}
@@ -196,10 +199,10 @@ paths:
       x-idempotency-ttl: 3h
 `),
 			want: []Operation{
-				{Path: "/a", Method: "DELETE", Required: true, RequiredAt: atp(11, 19), TTL: 48 * time.Hour, Lease: 10 * time.Second, Mode: ModeAtomic, Pos: at(10, 7)},
-				{Path: "/a", Method: "POST", Required: false, RequiredAt: atp(4, 13), TTL: 48 * time.Hour, Lease: 2 * time.Minute, Mode: ModeAtomic, Pos: at(8, 7)},
-				{Path: "/b", Method: "PATCH", Required: false, RequiredAt: atp(4, 13), TTL: time.Hour, Lease: 2 * time.Minute, Mode: ModeAtomic, Pos: at(15, 7)},
-				{Path: "/b", Method: "PUT", Required: false, RequiredAt: atp(4, 13), TTL: 3 * time.Hour, Lease: 2 * time.Minute, Mode: ModeAtomic, Pos: at(17, 7)},
+				{Path: "/a", Method: "DELETE", Required: true, RequiredAt: atp(12, 19), TTL: 48 * time.Hour, Lease: 10 * time.Second, Mode: ModeAtomic, Validate: true, Pos: at(11, 7)},
+				{Path: "/a", Method: "POST", Required: false, RequiredAt: atp(4, 13), TTL: 48 * time.Hour, Lease: 2 * time.Minute, Mode: ModeAtomic, Pos: at(9, 7)},
+				{Path: "/b", Method: "PATCH", Required: false, RequiredAt: atp(4, 13), TTL: time.Hour, Lease: 2 * time.Minute, Mode: ModeAtomic, Pos: at(17, 7)},
+				{Path: "/b", Method: "PUT", Required: false, RequiredAt: atp(4, 13), TTL: 3 * time.Hour, Lease: 2 * time.Minute, Mode: ModeAtomic, Pos: at(19, 7)},
 			},
 		},
 		{
@@ -382,7 +385,7 @@ paths:
 }
 
 func TestReadErrors(t *testing.T) {
-	const anyType = "expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body"
+	const anyType = "expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body, validate"
 	const durationHint = "expected a Go duration such as 90s, 15m or 24h, or days such as 7d"
 	const badPoint = "is not a valid recovery point; expected a name that starts with a letter and has only letters, digits, _ or -, such as payment_created"
 	runReadCases(t, []readCase{
@@ -421,8 +424,8 @@ paths:
           include: [/a]
 `),
 			errs: []string{
-				`spec.yaml:2:3: x-idempotency: unknown key "mode"; expected one of ttl, lease, required, scope, max-body`,
-				`spec.yaml:7:9: x-idempotent: unknown key "retries"; expected one of required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body`,
+				`spec.yaml:2:3: x-idempotency: unknown key "mode"; expected one of ttl, lease, required, scope, max-body, validate`,
+				`spec.yaml:7:9: x-idempotent: unknown key "retries"; expected one of required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body, validate`,
 				`spec.yaml:9:11: x-idempotent.fingerprint: unknown key "include"; expected exclude`,
 			},
 		},
@@ -447,7 +450,7 @@ paths:
           exclude: /a
 `),
 			errs: []string{
-				`spec.yaml:1:16: x-idempotency: the value is a list; expected a mapping with keys ttl, lease, required, scope, max-body`,
+				`spec.yaml:1:16: x-idempotency: the value is a list; expected a mapping with keys ttl, lease, required, scope, max-body, validate`,
 				`spec.yaml:6:19: x-idempotent.required: "no" is a string; expected true or false`,
 				`spec.yaml:7:14: x-idempotent.ttl: 60 is a number; ` + durationHint,
 				`spec.yaml:8:16: x-idempotent.lease: true is a bool; ` + durationHint,

@@ -249,6 +249,10 @@ func (r *reader) build(path, method, id string, key *yaml.Node, s settings, defs
 	if s.maxBody != 0 {
 		op.MaxBody = s.maxBody
 	}
+	op.Validate = defs.validate
+	if s.validate != nil {
+		op.Validate = *s.validate
+	}
 	if s.mode != "" {
 		op.Mode = s.mode
 	}
@@ -298,12 +302,12 @@ func (r *reader) stray(key *yaml.Node, at place) {
 	switch {
 	case !strings.HasPrefix(strings.ToLower(name), "x-idemp"):
 		return
+	case !slices.Contains(extensions, name):
+		r.errorf(key, "unknown extension %s; expected x-idempotent or x-idempotency-ttl in an operation, or x-idempotency at the document root", quote(name))
 	case name == "x-idempotency":
 		r.errorf(key, "x-idempotency has no effect %s; expected it at the document root", at)
-	case name == "x-idempotent" || name == "x-idempotency-ttl":
+	default: // x-idempotent, x-idempotency-ttl
 		r.errorf(key, "%s has no effect %s; expected it inside an operation (post, put, patch or delete)", name, at)
-	default:
-		r.errorf(key, "unknown extension %s; expected x-idempotent or x-idempotency-ttl in an operation, or x-idempotency at the document root", quote(name))
 	}
 }
 

@@ -45,6 +45,7 @@ type defaults struct {
 	ttl, lease   duration
 	maxBody      int64 // 0 unless written
 	scope        Scope
+	validate     bool // true unless written false
 }
 
 // settings are what an operation's x-idempotent mapping sets. Pointers
@@ -63,6 +64,7 @@ type settings struct {
 	exclude    []Pointer
 	scope      *Scope
 	maxBody    int64 // 0 when absent or invalid
+	validate   *bool // nil when absent or invalid
 
 	abandoned         string     // "" when absent or invalid
 	abandonedNode     *yaml.Node // the abandoned value, even when invalid
@@ -73,6 +75,7 @@ type settings struct {
 func (r *reader) defaults(f *entry) defaults {
 	d := defaults{
 		required: true,
+		validate: true,
 		ttl:      duration{value: DefaultTTL, text: "24h"},
 		lease:    duration{value: DefaultLease, text: "1m"},
 	}
@@ -81,10 +84,13 @@ func (r *reader) defaults(f *entry) defaults {
 	}
 	const field = "x-idempotency"
 	if f.value.Kind != yaml.MappingNode {
-		r.errorf(f.value, "%s: %s; expected a mapping with keys ttl, lease, required, scope, max-body", field, describe(f.value))
+		r.errorf(f.value, "%s: %s; expected %s", field, describe(f.value), mappingOf(field))
 		return d
 	}
 	for _, g := range r.unique(r.fields(f.value), field, all) {
+		if !r.known(g.key, field) {
+			continue
+		}
 		switch g.key.Value {
 		case "ttl":
 			if t := r.duration(field+".ttl", g.value, levelDocument); t != nil {
@@ -105,8 +111,10 @@ func (r *reader) defaults(f *entry) defaults {
 			}
 		case "max-body":
 			d.maxBody = r.size(field+".max-body", g.value)
-		default:
-			r.errorf(g.key, "%s: unknown key %s; expected one of ttl, lease, required, scope, max-body", field, quote(g.key.Value))
+		case "validate":
+			if b := r.boolean(field+".validate", g.value); b != nil {
+				d.validate = *b
+			}
 		}
 	}
 	r.checkLease(d.ttl, d.lease)
@@ -126,7 +134,7 @@ func (r *reader) annotation(f *entry) (s settings, annotated bool) {
 	if b, ok := boolValue(f.value); ok {
 		return settings{}, b
 	}
-	r.errorf(f.value, "x-idempotent: %s; expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body", describe(f.value))
+	r.errorf(f.value, "x-idempotent: %s; expected true, false or %s", describe(f.value), mappingOf("x-idempotent"))
 	return settings{}, true
 }
 
@@ -134,6 +142,9 @@ func (r *reader) settings(m *yaml.Node) settings {
 	const field = "x-idempotent"
 	var s settings
 	for _, f := range r.unique(r.fields(m), field, all) {
+		if !r.known(f.key, field) {
+			continue
+		}
 		switch f.key.Value {
 		case "required":
 			if s.required = r.boolean(field+".required", f.value); s.required != nil {
@@ -162,8 +173,8 @@ func (r *reader) settings(m *yaml.Node) settings {
 			s.scope = r.scope(field+".scope", f.value)
 		case "max-body":
 			s.maxBody = r.size(field+".max-body", f.value)
-		default:
-			r.errorf(f.key, "%s: unknown key %s; expected one of required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body", field, quote(f.key.Value))
+		case "validate":
+			s.validate = r.boolean(field+".validate", f.value)
 		}
 	}
 	return s
@@ -358,13 +369,12 @@ func (r *reader) duplicatePoint(at string, item, first *yaml.Node, goName string
 func (r *reader) fingerprint(v *yaml.Node) []Pointer {
 	const field = "x-idempotent.fingerprint"
 	if v.Kind != yaml.MappingNode {
-		r.errorf(v, "%s: %s; expected a mapping with key exclude", field, describe(v))
+		r.errorf(v, "%s: %s; expected %s", field, describe(v), mappingOf(field))
 		return nil
 	}
 	var exclude []Pointer
 	for _, f := range r.unique(r.fields(v), field, all) {
-		if f.key.Value != "exclude" {
-			r.errorf(f.key, "%s: unknown key %s; expected exclude", field, quote(f.key.Value))
+		if !r.known(f.key, field) {
 			continue
 		}
 		exclude = r.pointers(field+".exclude", f.value)
@@ -422,6 +432,10 @@ func (r *reader) scope(field string, v *yaml.Node) *Scope {
 	sc := Scope{Set: true}
 	valid := true
 	for _, f := range r.unique(r.fields(v), field, all) {
+		if !r.known(f.key, field) {
+			valid = false
+			continue
+		}
 		switch f.key.Value {
 		case "header":
 			name, ok := r.scopeHeader(field+".header", f.value)
@@ -431,9 +445,6 @@ func (r *reader) scope(field string, v *yaml.Node) *Scope {
 			b := r.boolean(field+".function", f.value)
 			valid = valid && b != nil
 			sc.Function = b != nil && *b
-		default:
-			r.errorf(f.key, "%s: unknown key %s; expected header or function", field, quote(f.key.Value))
-			valid = false
 		}
 	}
 	if !valid {

@@ -172,9 +172,13 @@ func startCluster(ctx context.Context, log *slog.Logger) (_ *Server, err error) 
 		}
 	}
 
-	s.dir, err = os.MkdirTemp("", "pglocal-")
+	s.sweepStale(log)
+	s.dir, err = os.MkdirTemp("", clusterPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("pglocal: creating temp dir for cluster: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return nil, fmt.Errorf("pglocal: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -219,6 +223,82 @@ func startCluster(ctx context.Context, log *slog.Logger) (_ *Server, err error) 
 
 	log.Info("pglocal: started throwaway PostgreSQL cluster", "dir", s.dir, "port", port, "bin", binDir)
 	return s, nil
+}
+
+// A throwaway cluster lives in a folder of the temp dir named with
+// clusterPrefix, whose ownerFile holds the process ID that started it.
+const (
+	clusterPrefix = "pglocal-"
+	ownerFile     = "owner.pid"
+)
+
+// sweepStale stops and removes the throwaway clusters of processes that
+// ended without closing them (a test binary killed at its deadline, an
+// interrupted run): their servers would keep running, and their folders
+// fill the temp dir. A cluster whose owner is alive, or whose server runs
+// with no owner recorded, is left alone.
+func (s *Server) sweepStale(log *slog.Logger) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), clusterPrefix+"*"))
+	for _, dir := range dirs {
+		data := filepath.Join(dir, "data")
+		postmaster, running := postmasterOf(data)
+		switch owner, ok := ownerOf(dir); {
+		case ok && alive(owner):
+			continue
+		case !ok && (running || !oldEnough(dir)):
+			continue // from before owners were recorded, or being made now
+		}
+		if running {
+			cmd := exec.Command(s.pgCtl, "stop", "-D", data, "-m", "immediate", "-w")
+			if s.cred != nil {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+			}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				log.Warn("pglocal: could not stop the throwaway cluster of a process that is gone", "dir", dir, "postmaster", postmaster, "error", err, "output", tail(string(out)))
+				continue
+			}
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			log.Warn("pglocal: could not remove the throwaway cluster of a process that is gone", "dir", dir, "error", err)
+			continue
+		}
+		log.Info("pglocal: removed the throwaway cluster of a process that is gone", "dir", dir)
+	}
+}
+
+// ownerOf reads the process ID recorded in a cluster's folder.
+func ownerOf(dir string) (int, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid, err == nil && pid > 0
+}
+
+// postmasterOf returns the process ID of the server running on data, if
+// one runs.
+func postmasterOf(data string) (int, bool) {
+	b, err := os.ReadFile(filepath.Join(data, "postmaster.pid"))
+	if err != nil {
+		return 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	return pid, err == nil && pid > 0 && alive(pid)
+}
+
+// alive reports whether a process with this ID exists.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// oldEnough reports whether a folder without an owner was made long
+// enough ago that it is not being made now.
+func oldEnough(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && time.Since(fi.ModTime()) > time.Minute
 }
 
 // run executes a PostgreSQL tool, as the unprivileged user when needed, and

@@ -1,12 +1,15 @@
 package pglocal
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -126,5 +129,68 @@ func TestStopRefusesAServerNotStarted(t *testing.T) {
 	}
 	if err := found.Resume(t.Context()); !errors.Is(err, ErrNotStarted) {
 		t.Fatalf("Resume of a found server: %v, want ErrNotStarted", err)
+	}
+}
+
+// holdEnv makes the test binary a process that starts a throwaway
+// cluster, prints its folder and URL, and waits to be killed.
+const holdEnv = "PGLOCAL_TEST_HOLD_CLUSTER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(holdEnv) == "1" {
+		srv, err := Start(context.Background(), Options{ForceCluster: true})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println(srv.dir, srv.URL)
+		select {} // until killed
+	}
+	os.Exit(m.Run())
+}
+
+// A process killed with its throwaway cluster running leaves the server
+// and its folder behind; the next cluster started stops and removes them.
+func TestStaleClusterIsSwept(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), holdEnv+"=1")
+	cmd.Stderr = t.Output()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		_ = cmd.Process.Kill()
+		t.Fatalf("the holding process printed no cluster: %v", err)
+	}
+	dir, url, _ := strings.Cut(strings.TrimSpace(line), " ")
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	selectOne(t, url) // the killed process's server runs on
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the killed process's cluster folder: %v", err)
+	}
+
+	srv, err := Start(t.Context(), Options{Logger: testLogger(t), ForceCluster: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the killed process's cluster folder %s is still there (stat: %v)", dir, err)
+	}
+	if conn, err := pgx.Connect(t.Context(), url); err == nil {
+		conn.Close(t.Context())
+		t.Errorf("the killed process's server at %s still answers", url)
+	}
+	// A cluster whose owner lives is left alone: this test's own.
+	if _, err := os.Stat(srv.dir); err != nil {
+		t.Errorf("the new cluster's folder: %v", err)
 	}
 }

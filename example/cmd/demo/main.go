@@ -1,7 +1,8 @@
 // Command demo starts the example orders API on PostgreSQL and walks
 // through the Idempotency-Key protocol: a first call, its replay, a key
 // reused for another request (422), a duplicate while the first call runs
-// (409) and a call without a key (400); then a phased payment charged at a
+// (409), a call without a key (400) and a body the spec refuses (400,
+// before any key is claimed); then a phased payment charged at a
 // fake payment provider, its replay, and a stored decline.
 //
 // At the end it shows what the server counted at GET /metrics.
@@ -20,10 +21,12 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/signal"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/idemgen/idemgen/example/psp"
@@ -50,6 +53,7 @@ func run(out io.Writer) error {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv, err := server.Start(context.Background(), server.Config{
 		DatabaseURL: os.Getenv("DATABASE_URL"),
+		Throwaway:   true, // on the local PostgreSQL, a database of its own, dropped at the end
 		WorkDelay:   workDelay,
 		Logger:      log,
 	})
@@ -57,6 +61,15 @@ func run(out io.Writer) error {
 		return err
 	}
 	defer srv.Close()
+	// Interrupted, it still drops its database and stops a cluster it
+	// started.
+	interrupt := make(chan os.Signal, 1)
+	signal.Notify(interrupt, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-interrupt
+		srv.Close()
+		os.Exit(130)
+	}()
 
 	suffix := random()
 	customer := "cus_" + suffix
@@ -125,6 +138,13 @@ func run(out io.Writer) error {
 	}
 	show(out, missing)
 
+	fmt.Fprintln(out, "6. A body the spec refuses: customer_id over its maxLength of 64")
+	invalid, err := send(srv.URL+"/orders", "demo-"+random(), fmt.Sprintf(`{"amount_cents": 1250, "currency": "EUR", "customer_id": %q}`, strings.Repeat("c", 65)))
+	if err != nil {
+		return err
+	}
+	show(out, invalid)
+
 	var list struct {
 		Orders []json.RawMessage `json:"orders"`
 	}
@@ -134,7 +154,7 @@ func run(out io.Writer) error {
 		defer resp.Body.Close()
 		_ = json.NewDecoder(resp.Body).Decode(&list)
 	}
-	fmt.Fprintf(out, "Orders created for %s: %d (five calls, two keys).\n\n", customer, len(list.Orders))
+	fmt.Fprintf(out, "Orders created for %s: %d (six calls; two keys ran).\n\n", customer, len(list.Orders))
 	if len(list.Orders) != 2 {
 		return fmt.Errorf("expected 2 orders, found %d", len(list.Orders))
 	}
@@ -161,7 +181,7 @@ func metrics(out io.Writer, url string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\n8. What the server counted: GET %s/metrics | grep idem_requests_total\n", url)
+	fmt.Fprintf(out, "\n9. What the server counted: GET %s/metrics | grep idem_requests_total\n", url)
 	n := 0
 	for _, line := range strings.Split(string(text), "\n") {
 		if strings.HasPrefix(line, "idem_requests_total{") {
@@ -188,7 +208,7 @@ func payments(out io.Writer, srv *server.Server, orderID string) error {
 	provider := &psp.Client{BaseURL: srv.PSPURL}
 
 	key := "demo-pay-" + random()
-	fmt.Fprintf(out, "6. Pay for order %s: POST /payments, Idempotency-Key: %s\n", orderID, key)
+	fmt.Fprintf(out, "7. Pay for order %s: POST /payments, Idempotency-Key: %s\n", orderID, key)
 	fmt.Fprintln(out, "   (phased: record the payment, charge the provider with a derived key, record the charge, answer)")
 	for _, label := range []string{"", "   The client retries the payment:\n"} {
 		fmt.Fprint(out, label)
@@ -200,7 +220,7 @@ func payments(out io.Writer, srv *server.Server, orderID string) error {
 	}
 
 	declined := "demo-pay-" + random()
-	fmt.Fprintf(out, "7. A payment of %d cents, which the provider declines, sent twice with key %s\n", psp.DeclineAmount, declined)
+	fmt.Fprintf(out, "8. A payment of %d cents, which the provider declines, sent twice with key %s\n", psp.DeclineAmount, declined)
 	for range 2 {
 		r, err := pay(declined, psp.DeclineAmount)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemvalidate"
 )
 
 // IdempotentServer is StrictServerInterface with the Idempotency-Key
@@ -147,10 +148,15 @@ type routeGates struct {
 	problems   idem.ProblemShape
 	tracer     idem.Tracer // told of the requests a gate refuses
 	registered map[string]bool
+	requests   *idemvalidate.Validator
 }
 
 func newRouteGates(baseURL string, option int64, opts idem.Options) *routeGates {
-	return &routeGates{baseURL: baseURL, option: option, problems: opts.Problems, tracer: opts.Observer(), registered: make(map[string]bool, len(idempotentRoutes))}
+	requests, err := idemvalidate.New([]byte(requestSchemas))
+	if err != nil {
+		panic("orders: " + err.Error() + "; generate the package again")
+	}
+	return &routeGates{baseURL: baseURL, option: option, problems: opts.Problems, tracer: opts.Observer(), registered: make(map[string]bool, len(idempotentRoutes)), requests: requests}
 }
 
 // of returns the gate of the route registered as method and path (the
@@ -171,8 +177,129 @@ func (g *routeGates) of(method, path string) func(http.ResponseWriter, *http.Req
 	case g.option != 0:
 		pass.Limit = g.option
 	}
+	pass.Validate = g.requests.Operation(pass.Operation) // nil for an operation annotated validate: false
 	return pass.Pass
 }
+
+// requestSchemas are the parameters and bodies of the annotated operations
+// that the gates check requests against before a key is claimed, with the
+// schemas they refer to: the spec's own, less what no check reads.
+const requestSchemas = `{
+  "components": {
+    "schemas": {
+      "NewOrder": {
+        "properties": {
+          "amount_cents": {
+            "format": "int64",
+            "type": "integer"
+          },
+          "currency": {
+            "type": "string"
+          },
+          "customer_id": {
+            "type": "string"
+          }
+        },
+        "required": [
+          "amount_cents",
+          "currency",
+          "customer_id"
+        ],
+        "type": "object"
+      }
+    }
+  },
+  "info": {
+    "title": "request schemas",
+    "version": "1"
+  },
+  "openapi": "3.0.3",
+  "paths": {
+    "/accounts/{account_id}/orders": {
+      "post": {
+        "operationId": "createOrder",
+        "parameters": [
+          {
+            "in": "query",
+            "name": "dry_run",
+            "schema": {
+              "type": "boolean"
+            }
+          },
+          {
+            "in": "query",
+            "name": "channel",
+            "required": true,
+            "schema": {
+              "enum": [
+                "web",
+                "api"
+              ],
+              "type": "string"
+            }
+          },
+          {
+            "in": "header",
+            "name": "X-Request-Id",
+            "schema": {
+              "type": "string"
+            }
+          },
+          {
+            "in": "header",
+            "name": "X-Trace-Id",
+            "schema": {
+              "type": "string"
+            }
+          },
+          {
+            "in": "path",
+            "name": "account_id",
+            "required": true,
+            "schema": {
+              "type": "string"
+            }
+          }
+        ],
+        "requestBody": {
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/NewOrder"
+              }
+            }
+          },
+          "required": true
+        },
+        "responses": {}
+      }
+    },
+    "/accounts/{account_id}/orders/{order_id}": {
+      "delete": {
+        "operationId": "cancelOrder",
+        "parameters": [
+          {
+            "in": "path",
+            "name": "account_id",
+            "required": true,
+            "schema": {
+              "type": "string"
+            }
+          },
+          {
+            "in": "path",
+            "name": "order_id",
+            "required": true,
+            "schema": {
+              "type": "string"
+            }
+          }
+        ],
+        "responses": {}
+      }
+    }
+  }
+}`
 
 // check panics when an annotated operation's route was registered without
 // its gate: it would take bodies of any size and media type.
@@ -187,8 +314,9 @@ func (g *routeGates) check() {
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for
 // mounting with NewStrictHandler yourself. The strict handler must run the
 // request through a middleware that calls idem.WithRequest, as
-// NewIdempotentHandler does. Bodies are then bounded, and their media
-// types checked, only by what you mount it with.
+// NewIdempotentHandler does. Bodies are then bounded, their media types
+// checked and requests validated against the spec only by what you
+// mount it with.
 func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store[T], opts idem.Options) StrictServerInterface {
 	return &idempotentServer[T]{
 		impl:   impl,

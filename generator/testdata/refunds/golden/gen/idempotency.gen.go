@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemvalidate"
 )
 
 // IdempotentServer is StrictServerInterface with the Idempotency-Key
@@ -151,10 +152,15 @@ type routeGates struct {
 	problems   idem.ProblemShape
 	tracer     idem.Tracer // told of the requests a gate refuses
 	registered map[string]bool
+	requests   *idemvalidate.Validator
 }
 
 func newRouteGates(baseURL string, option int64, opts idem.Options) *routeGates {
-	return &routeGates{baseURL: baseURL, option: option, problems: opts.Problems, tracer: opts.Observer(), registered: make(map[string]bool, len(idempotentRoutes))}
+	requests, err := idemvalidate.New([]byte(requestSchemas))
+	if err != nil {
+		panic("refunds: " + err.Error() + "; generate the package again")
+	}
+	return &routeGates{baseURL: baseURL, option: option, problems: opts.Problems, tracer: opts.Observer(), registered: make(map[string]bool, len(idempotentRoutes)), requests: requests}
 }
 
 // of returns the gate of the route registered as method and path (the
@@ -175,8 +181,159 @@ func (g *routeGates) of(method, path string) func(http.ResponseWriter, *http.Req
 	case g.option != 0:
 		pass.Limit = g.option
 	}
+	pass.Validate = g.requests.Operation(pass.Operation) // nil for an operation annotated validate: false
 	return pass.Pass
 }
+
+// requestSchemas are the parameters and bodies of the annotated operations
+// that the gates check requests against before a key is claimed, with the
+// schemas they refer to: the spec's own, less what no check reads.
+const requestSchemas = `{
+  "components": {
+    "schemas": {
+      "ChargeForm": {
+        "properties": {
+          "amount_cents": {
+            "type": "integer"
+          },
+          "currency": {
+            "type": "string"
+          },
+          "description": {
+            "type": "string"
+          }
+        },
+        "required": [
+          "amount_cents",
+          "currency"
+        ],
+        "type": "object"
+      },
+      "Customer": {
+        "properties": {
+          "email": {
+            "type": "string"
+          },
+          "metadata": {
+            "$ref": "#/components/schemas/Metadata"
+          },
+          "name": {
+            "type": "string"
+          }
+        },
+        "required": [
+          "name"
+        ],
+        "type": "object"
+      },
+      "Metadata": {
+        "properties": {
+          "source": {
+            "type": "string"
+          },
+          "trace_id": {
+            "type": "string"
+          }
+        },
+        "type": "object"
+      },
+      "NewRefund": {
+        "properties": {
+          "amount_cents": {
+            "format": "int64",
+            "type": "integer"
+          },
+          "metadata": {
+            "$ref": "#/components/schemas/Metadata"
+          },
+          "note": {
+            "type": "string"
+          }
+        },
+        "required": [
+          "amount_cents"
+        ],
+        "type": "object"
+      }
+    }
+  },
+  "info": {
+    "title": "request schemas",
+    "version": "1"
+  },
+  "openapi": "3.0.3",
+  "paths": {
+    "/charges": {
+      "post": {
+        "operationId": "createCharge",
+        "requestBody": {
+          "content": {
+            "application/x-www-form-urlencoded": {
+              "schema": {
+                "$ref": "#/components/schemas/ChargeForm"
+              }
+            }
+          },
+          "required": true
+        },
+        "responses": {}
+      }
+    },
+    "/customers/{customer_id}": {
+      "put": {
+        "operationId": "updateCustomer",
+        "parameters": [
+          {
+            "in": "path",
+            "name": "customer_id",
+            "required": true,
+            "schema": {
+              "type": "string"
+            }
+          }
+        ],
+        "requestBody": {
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/Customer"
+              }
+            },
+            "application/x-www-form-urlencoded": {}
+          },
+          "required": true
+        },
+        "responses": {}
+      }
+    },
+    "/payments/{payment_id}/refunds": {
+      "post": {
+        "operationId": "createRefund",
+        "parameters": [
+          {
+            "in": "path",
+            "name": "payment_id",
+            "required": true,
+            "schema": {
+              "type": "string"
+            }
+          }
+        ],
+        "requestBody": {
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/NewRefund"
+              }
+            }
+          },
+          "required": true
+        },
+        "responses": {}
+      }
+    }
+  }
+}`
 
 // check panics when an annotated operation's route was registered without
 // its gate: it would take bodies of any size and media type.
@@ -191,8 +348,9 @@ func (g *routeGates) check() {
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for
 // mounting with NewStrictHandler yourself. The strict handler must run the
 // request through a middleware that calls idem.WithRequest, as
-// NewIdempotentHandler does. Bodies are then bounded, and their media
-// types checked, only by what you mount it with.
+// NewIdempotentHandler does. Bodies are then bounded, their media types
+// checked and requests validated against the spec only by what you
+// mount it with.
 func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store[T], opts idem.Options) StrictServerInterface {
 	return &idempotentServer[T]{
 		impl:   impl,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemvalidate"
 )
 
 // IdempotentServer is StrictServerInterface with the Idempotency-Key
@@ -145,10 +146,15 @@ type routeGates struct {
 	problems   idem.ProblemShape
 	tracer     idem.Tracer // told of the requests a gate refuses
 	registered map[string]bool
+	requests   *idemvalidate.Validator
 }
 
 func newRouteGates(baseURL string, option int64, opts idem.Options) *routeGates {
-	return &routeGates{baseURL: baseURL, option: option, problems: opts.Problems, tracer: opts.Observer(), registered: make(map[string]bool, len(idempotentRoutes))}
+	requests, err := idemvalidate.New([]byte(requestSchemas))
+	if err != nil {
+		panic("shapes: " + err.Error() + "; generate the package again")
+	}
+	return &routeGates{baseURL: baseURL, option: option, problems: opts.Problems, tracer: opts.Observer(), registered: make(map[string]bool, len(idempotentRoutes)), requests: requests}
 }
 
 // of returns the gate of the route registered as method and path (the
@@ -169,8 +175,297 @@ func (g *routeGates) of(method, path string) func(http.ResponseWriter, *http.Req
 	case g.option != 0:
 		pass.Limit = g.option
 	}
+	pass.Validate = g.requests.Operation(pass.Operation) // nil for an operation annotated validate: false
 	return pass.Pass
 }
+
+// requestSchemas are the parameters and bodies of the annotated operations
+// that the gates check requests against before a key is claimed, with the
+// schemas they refer to: the spec's own, less what no check reads.
+const requestSchemas = `{
+  "components": {
+    "schemas": {
+      "Address": {
+        "properties": {
+          "country": {
+            "maxLength": 2,
+            "minLength": 2,
+            "type": "string"
+          },
+          "line1": {
+            "type": "string"
+          },
+          "line2": {
+            "type": "string"
+          }
+        },
+        "required": [
+          "line1"
+        ],
+        "type": "object"
+      },
+      "Carrier": {
+        "oneOf": [
+          {
+            "$ref": "#/components/schemas/Label"
+          },
+          {
+            "$ref": "#/components/schemas/Address"
+          }
+        ]
+      },
+      "Customs": {
+        "additionalProperties": {
+          "type": "integer"
+        },
+        "properties": {
+          "code": {
+            "type": "string"
+          }
+        },
+        "type": "object"
+      },
+      "Insured": {
+        "allOf": [
+          {
+            "$ref": "#/components/schemas/Label"
+          },
+          {
+            "properties": {
+              "value_cents": {
+                "format": "int64",
+                "type": "integer"
+              }
+            },
+            "type": "object"
+          }
+        ]
+      },
+      "Label": {
+        "properties": {
+          "size": {
+            "type": "integer"
+          },
+          "text": {
+            "type": "string"
+          }
+        },
+        "type": "object"
+      },
+      "Shipment": {
+        "properties": {
+          "-": {
+            "type": "string"
+          },
+          "address": {
+            "$ref": "#/components/schemas/Address"
+          },
+          "anything": {},
+          "batch": {
+            "format": "uuid",
+            "type": "string"
+          },
+          "carrier": {
+            "$ref": "#/components/schemas/Carrier"
+          },
+          "count": {
+            "format": "uint32",
+            "type": "integer"
+          },
+          "counts": {
+            "additionalProperties": {
+              "items": {
+                "type": "integer"
+              },
+              "type": "array"
+            },
+            "type": "object"
+          },
+          "created_at": {
+            "format": "date-time",
+            "type": "string"
+          },
+          "customs": {
+            "$ref": "#/components/schemas/Customs"
+          },
+          "deliver_by": {
+            "format": "date-time",
+            "nullable": true,
+            "type": "string"
+          },
+          "dims": {
+            "items": {
+              "items": {
+                "type": "number"
+              },
+              "type": "array"
+            },
+            "type": "array"
+          },
+          "extra": {
+            "type": "object"
+          },
+          "fragile": {
+            "type": "boolean"
+          },
+          "id": {
+            "format": "int64",
+            "type": "integer"
+          },
+          "insured": {
+            "$ref": "#/components/schemas/Insured"
+          },
+          "label_png": {
+            "format": "byte",
+            "type": "string"
+          },
+          "metadata": {
+            "additionalProperties": {
+              "type": "string"
+            },
+            "type": "object"
+          },
+          "mode": {
+            "enum": [
+              "air",
+              "sea",
+              "\u003croad \u0026 rail\u003e"
+            ],
+            "type": "string"
+          },
+          "note": {
+            "type": "string"
+          },
+          "odd,name": {
+            "type": "string"
+          },
+          "ratio": {
+            "format": "float",
+            "type": "number"
+          },
+          "ships_on": {
+            "format": "date",
+            "type": "string"
+          },
+          "stops": {
+            "items": {
+              "$ref": "#/components/schemas/Address"
+            },
+            "type": "array"
+          },
+          "weight": {
+            "format": "double",
+            "type": "number"
+          }
+        },
+        "required": [
+          "id",
+          "weight",
+          "address",
+          "created_at",
+          "mode"
+        ],
+        "type": "object"
+      }
+    }
+  },
+  "info": {
+    "title": "request schemas",
+    "version": "1"
+  },
+  "openapi": "3.0.3",
+  "paths": {
+    "/labels": {
+      "put": {
+        "operationId": "putLabels",
+        "requestBody": {
+          "content": {
+            "application/json": {
+              "schema": {
+                "items": {
+                  "items": {
+                    "$ref": "#/components/schemas/Label"
+                  },
+                  "type": "array"
+                },
+                "type": "array"
+              }
+            }
+          }
+        },
+        "responses": {}
+      }
+    },
+    "/shipments/{warehouse}": {
+      "post": {
+        "operationId": "createShipment",
+        "parameters": [
+          {
+            "in": "query",
+            "name": "priority",
+            "schema": {
+              "format": "float",
+              "type": "number"
+            }
+          },
+          {
+            "in": "query",
+            "name": "tags",
+            "schema": {
+              "items": {
+                "type": "string"
+              },
+              "type": "array"
+            }
+          },
+          {
+            "in": "query",
+            "name": "since",
+            "schema": {
+              "format": "date-time",
+              "type": "string"
+            }
+          },
+          {
+            "in": "header",
+            "name": "X-Trace-Id",
+            "schema": {
+              "type": "string"
+            }
+          },
+          {
+            "in": "header",
+            "name": "X-Batch",
+            "schema": {
+              "format": "uuid",
+              "type": "string"
+            }
+          },
+          {
+            "in": "path",
+            "name": "warehouse",
+            "required": true,
+            "schema": {
+              "format": "int32",
+              "type": "integer"
+            }
+          }
+        ],
+        "requestBody": {
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/Shipment"
+              }
+            }
+          },
+          "required": true
+        },
+        "responses": {}
+      }
+    }
+  }
+}`
 
 // check panics when an annotated operation's route was registered without
 // its gate: it would take bodies of any size and media type.
@@ -185,8 +480,9 @@ func (g *routeGates) check() {
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for
 // mounting with NewStrictHandler yourself. The strict handler must run the
 // request through a middleware that calls idem.WithRequest, as
-// NewIdempotentHandler does. Bodies are then bounded, and their media
-// types checked, only by what you mount it with.
+// NewIdempotentHandler does. Bodies are then bounded, their media types
+// checked and requests validated against the spec only by what you
+// mount it with.
 func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store[T], opts idem.Options) StrictServerInterface {
 	return &idempotentServer[T]{
 		impl:   impl,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemvalidate"
 )
 
 // IdempotentServer is StrictServerInterface with the Idempotency-Key
@@ -150,10 +151,15 @@ type routeGates struct {
 	problems   idem.ProblemShape
 	tracer     idem.Tracer // told of the requests a gate refuses
 	registered map[string]bool
+	requests   *idemvalidate.Validator
 }
 
 func newRouteGates(baseURL string, option int64, opts idem.Options) *routeGates {
-	return &routeGates{baseURL: baseURL, option: option, problems: opts.Problems, tracer: opts.Observer(), registered: make(map[string]bool, len(idempotentRoutes))}
+	requests, err := idemvalidate.New([]byte(requestSchemas))
+	if err != nil {
+		panic("api: " + err.Error() + "; generate the package again")
+	}
+	return &routeGates{baseURL: baseURL, option: option, problems: opts.Problems, tracer: opts.Observer(), registered: make(map[string]bool, len(idempotentRoutes)), requests: requests}
 }
 
 // of returns the gate of the route registered as method and path (the
@@ -174,8 +180,116 @@ func (g *routeGates) of(method, path string) func(http.ResponseWriter, *http.Req
 	case g.option != 0:
 		pass.Limit = g.option
 	}
+	pass.Validate = g.requests.Operation(pass.Operation) // nil for an operation annotated validate: false
 	return pass.Pass
 }
+
+// requestSchemas are the parameters and bodies of the annotated operations
+// that the gates check requests against before a key is claimed, with the
+// schemas they refer to: the spec's own, less what no check reads.
+const requestSchemas = `{
+  "components": {},
+  "info": {
+    "title": "request schemas",
+    "version": "1"
+  },
+  "openapi": "3.0.3",
+  "paths": {
+    "/widgets": {
+      "post": {
+        "operationId": "create-widget",
+        "requestBody": {
+          "content": {
+            "application/json": {
+              "schema": {
+                "properties": {
+                  "name": {
+                    "type": "string"
+                  },
+                  "tags": {
+                    "items": {
+                      "type": "string"
+                    },
+                    "type": "array"
+                  }
+                },
+                "required": [
+                  "name"
+                ],
+                "type": "object"
+              }
+            }
+          },
+          "required": true
+        },
+        "responses": {}
+      }
+    },
+    "/widgets/{id}/note": {
+      "patch": {
+        "operationId": "setWidgetNote",
+        "parameters": [
+          {
+            "in": "path",
+            "name": "id",
+            "required": true,
+            "schema": {
+              "format": "int64",
+              "type": "integer"
+            }
+          }
+        ],
+        "requestBody": {
+          "content": {
+            "text/plain": {
+              "schema": {
+                "type": "string"
+              }
+            }
+          },
+          "required": true
+        },
+        "responses": {}
+      }
+    },
+    "/widgets/{id}/photo": {
+      "put": {
+        "operationId": "uploadWidgetPhoto",
+        "parameters": [
+          {
+            "in": "path",
+            "name": "id",
+            "required": true,
+            "schema": {
+              "format": "int64",
+              "type": "integer"
+            }
+          }
+        ],
+        "requestBody": {
+          "content": {
+            "multipart/form-data": {
+              "schema": {
+                "properties": {
+                  "caption": {
+                    "type": "string"
+                  },
+                  "photo": {
+                    "format": "binary",
+                    "type": "string"
+                  }
+                },
+                "type": "object"
+              }
+            }
+          },
+          "required": true
+        },
+        "responses": {}
+      }
+    }
+  }
+}`
 
 // check panics when an annotated operation's route was registered without
 // its gate: it would take bodies of any size and media type.
@@ -190,8 +304,9 @@ func (g *routeGates) check() {
 // NewIdempotentStrictServer adapts impl to StrictServerInterface, for
 // mounting with NewStrictHandler yourself. The strict handler must run the
 // request through a middleware that calls idem.WithRequest, as
-// NewIdempotentHandler does. Bodies are then bounded, and their media
-// types checked, only by what you mount it with.
+// NewIdempotentHandler does. Bodies are then bounded, their media types
+// checked and requests validated against the spec only by what you
+// mount it with.
 func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store[T], opts idem.Options) StrictServerInterface {
 	return &idempotentServer[T]{
 		impl:   impl,

@@ -1,0 +1,120 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/idemgen/idemgen/example/server"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/internal/pgtest"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// A request that breaks the spec's schema is refused by the gate before
+// the protocol claims its key: a 400 in the API's shape that names the
+// failing member, no key stored, nothing run, counted as invalid_request;
+// the same key then runs a valid request.
+func TestRequestValidatedBeforeClaim(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	srv, err := server.Start(context.Background(), server.Config{DatabaseURL: dbURL, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	db, err := pgxpool.New(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	count := func(query string) int {
+		t.Helper()
+		var n int
+		if err := db.QueryRow(t.Context(), query).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	send := func(body string) reply {
+		t.Helper()
+		req, err := http.NewRequest("POST", srv.URL+"/orders", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Account-Id", "acct_1")
+		req.Header.Set("Idempotency-Key", "k1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reply{resp.StatusCode, resp.Header, b}
+	}
+
+	long := strings.Repeat("c", 65)
+	for _, tt := range []struct{ name, body, detail string }{
+		{"over maxLength", `{"amount_cents": 1250, "currency": "EUR", "customer_id": "` + long + `"}`, "/customer_id: maximum string length is 64"},
+		{"under minLength", `{"amount_cents": 1250, "currency": "EUR", "customer_id": ""}`, "/customer_id: minimum string length is 1"},
+		{"a required member missing", `{"amount_cents": 1250, "currency": "EUR"}`, `property "customer_id" is missing`},
+		{"a member of the wrong type", `{"amount_cents": "1250", "currency": "EUR", "customer_id": "cus_1"}`, "/amount_cents: value must be an integer"},
+	} {
+		r := send(tt.body)
+		if r.status != 400 {
+			t.Fatalf("%s: %d %s, want 400", tt.name, r.status, r.body)
+		}
+		p := r.problem(t)
+		if p.Type != idem.TypeInvalidRequest || !strings.Contains(p.Detail, tt.detail) || !strings.Contains(p.Detail, "Idempotency-Key was not used") {
+			t.Errorf("%s: %+v, want invalid-request naming %q and that the key was not used", tt.name, p, tt.detail)
+		}
+		if strings.Contains(p.Detail, long) {
+			t.Errorf("%s: the detail repeats the value: %s", tt.name, p.Detail)
+		}
+	}
+	if n := count(`SELECT count(*) FROM idempotency_keys`); n != 0 {
+		t.Fatalf("%d keys stored after invalid requests, want 0", n)
+	}
+	if n := count(`SELECT count(*) FROM orders`); n != 0 {
+		t.Fatalf("%d orders after invalid requests, want 0", n)
+	}
+
+	// The key was never claimed: a valid request runs under it, once.
+	first := send(order)
+	if first.status != 201 || first.header.Get(idem.HeaderReplayed) != "" {
+		t.Fatalf("valid request under the same key: %d %s", first.status, first.body)
+	}
+	again := send(order)
+	if again.status != 201 || again.header.Get(idem.HeaderReplayed) != "true" || string(again.body) != string(first.body) {
+		t.Fatalf("its retry: %d %s, want the replay of %s", again.status, again.body, first.body)
+	}
+	if n := count(`SELECT count(*) FROM orders`); n != 1 {
+		t.Fatalf("%d orders, want 1", n)
+	}
+
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := requestCounts(t, string(text))
+	want := map[string]int{"createOrder invalid_request 400": 4, "createOrder first 201": 1, "createOrder replay 201": 1}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("idem_requests_total for %s = %d, want %d", k, got[k], n)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("idem_requests_total: %v, want %v", got, want)
+	}
+}
