@@ -84,12 +84,22 @@ func TestDiscriminatorOverInlineOneOf(t *testing.T) {
 
 // discriminatorRunTest runs in the generated package: each discriminator
 // value decodes to the member that has it, and a member encodes as the
-// JSON it came from.
+// JSON it came from; over HTTP, the request is checked against the moved
+// members' schemas, and the fingerprint tells their values apart.
 const discriminatorRunTest = `package gen
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/memstore"
 )
 
 func TestDiscriminatedMembers(t *testing.T) {
@@ -127,6 +137,48 @@ func TestDiscriminatedMembers(t *testing.T) {
 		if out, err := json.Marshal(c.v); err != nil || string(out) != c.want {
 			t.Errorf("%T encodes as %s (%v), want %s", c.v, out, err, c.want)
 		}
+	}
+}
+
+type sessions struct{ runs int }
+
+func (s *sessions) CreateSession(ctx context.Context, at *idem.Attempt[memstore.NoTx], request CreateSessionRequestObject) (CreateSessionResponseObject, error) {
+	s.runs++
+	return CreateSession201JSONResponse(*request.Body), nil
+}
+
+func TestDiscriminatedRequests(t *testing.T) {
+	svc := &sessions{}
+	srv := httptest.NewServer(NewIdempotentHandler(svc, memstore.New(memstore.Options{}), IdempotentHandlerOptions{Options: idem.Options{Logger: slog.New(slog.DiscardHandler)}}))
+	defer srv.Close()
+	send := func(key, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest("POST", srv.URL+"/sessions", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	body := ` + "`" + `{"turn_detection":null,"events":[{"type":"delta","delta":"a"}],"tools":[{"type":"web_search","max_results":3}]}` + "`" + `
+	if status, out := send("k1", body); status != 201 || !strings.Contains(out, ` + "`" + `"max_results":3` + "`" + `) {
+		t.Fatalf("a session with a moved member: %d %s", status, out)
+	}
+	if status, out := send("k1", strings.Replace(body, ` + "`" + `"max_results":3` + "`" + `, ` + "`" + `"max_results":4` + "`" + `, 1)); status != 422 {
+		t.Fatalf("another value of a moved member's field under the same key: %d %s, want 422", status, out)
+	}
+	if status, out := send("k2", strings.Replace(body, ` + "`" + `"max_results":3` + "`" + `, ` + "`" + `"max_results":"x"` + "`" + `, 1)); status != 400 || !strings.Contains(out, "max_results") {
+		t.Fatalf("a moved member's field of the wrong type: %d %s, want a 400 naming it", status, out)
+	}
+	if svc.runs != 1 {
+		t.Fatalf("the handler ran %d times, want once", svc.runs)
 	}
 }
 `
