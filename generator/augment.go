@@ -53,20 +53,24 @@ var layerAnswers = []layerAnswer{
 // operation declares its own; the layer's answers (layerAnswers), in
 // problem+json or the config's error shape, beside any answer the
 // operation declares for the same status; Idempotent-Replayed on its
-// success responses; and the headers the answers may carry. Everything
+// success responses; and the headers the answers may carry. It carries
+// the resolutions that let oapi-codegen generate the server (carry), and
+// resolves what else keeps oapi-codegen's client of the copy from
+// compiling (augmentedClient), returning those resolutions. Everything
 // else is left as it was.
-func augmentSpec(file string, src []byte, m *model) ([]byte, error) {
+func augmentSpec(file string, src []byte, m *model, carry carried) ([]byte, []resolution, error) {
 	doc, err := annotation.Parse(file, src)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	root := doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
 		root = root.Content[0]
 	}
 	if root.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("%s: the document is not a mapping", file)
+		return nil, nil, fmt.Errorf("%s: the document is not a mapping", file)
 	}
+	carry.apply(root)
 	paths := get(root, "paths")
 	for _, op := range m.Operations {
 		if !op.Idempotent {
@@ -74,29 +78,48 @@ func augmentSpec(file string, src []byte, m *model) ([]byte, error) {
 		}
 		node := get(get(paths, op.Path), strings.ToLower(op.Method))
 		if node == nil || node.Kind != yaml.MappingNode {
-			return nil, fmt.Errorf("%s: %s %s: the operation is not in paths as written (a $ref path item?); the augmented spec needs it inline", file, op.Method, op.Path)
+			return nil, nil, fmt.Errorf("%s: %s %s: the operation is not in paths as written (a $ref path item?); the augmented spec needs it inline", file, op.Method, op.Path)
 		}
 		augmentOperation(root, node, op, m.ErrorShape)
 	}
 	if err := addComponents(root, file, m.ErrorShape); err != nil {
+		return nil, nil, err
+	}
+	asJSON := bytes.HasPrefix(bytes.TrimLeft(src, " \t\r\n\xef\xbb\xbf"), []byte("{"))
+	encode := func() ([]byte, error) {
+		out, err := encodeSpec(doc, root, asJSON)
+		if err != nil {
+			return nil, fmt.Errorf("%s: write the augmented spec: %w", file, err)
+		}
+		return out, nil
+	}
+	found, err := augmentedClient(file, root, encode)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := encode()
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, found, validateSpec(file, src, out)
+}
+
+// encodeSpec writes the document doc, whose mapping is root, as JSON or
+// as YAML.
+func encodeSpec(doc, root *yaml.Node, asJSON bool) ([]byte, error) {
+	if asJSON {
+		return encodeJSON(root)
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(doc); err != nil {
 		return nil, err
 	}
-	var out []byte
-	if bytes.HasPrefix(bytes.TrimLeft(src, " \t\r\n\xef\xbb\xbf"), []byte("{")) {
-		out, err = encodeJSON(root)
-	} else {
-		var buf bytes.Buffer
-		enc := yaml.NewEncoder(&buf)
-		enc.SetIndent(2)
-		if err = enc.Encode(doc); err == nil {
-			err = enc.Close()
-		}
-		out = buf.Bytes()
+	if err := enc.Close(); err != nil {
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: write the augmented spec: %w", file, err)
-	}
-	return out, validateSpec(file, src, out)
+	return buf.Bytes(), nil
 }
 
 func augmentOperation(root, node *yaml.Node, op operation, shape *Errors) {

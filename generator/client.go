@@ -28,11 +28,7 @@ func clientCode(spec []byte, pkg string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load spec: %w", err)
 	}
-	conf := codegen.Configuration{
-		PackageName: pkg,
-		Generate:    codegen.GenerateOptions{Client: true, Models: true},
-	}
-	code, err := codegen.Generate(doc, conf)
+	code, err := codegen.Generate(doc, clientConfig(pkg))
 	if err != nil {
 		return nil, fmt.Errorf("oapi-codegen client: %w", err)
 	}

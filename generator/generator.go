@@ -88,6 +88,14 @@ func Generate(cfg *Config) (*Result, error) {
 		return nil, err
 	}
 	m.RequestSchemas, m.Warnings = goString(schemas), append(m.Warnings, warnings...)
+	var augmented []byte
+	if cfg.Output.Spec != "" {
+		var found []resolution
+		if augmented, found, err = augmentSpec(specPath, src, m, oapi.carry); err != nil {
+			return nil, err
+		}
+		m.Warnings = withResolutions(specPath, m.Warnings, resolutionWarnings(specPath, found))
+	}
 	mount, err := render(mountTemplate(cfg.Server), m)
 	if err != nil {
 		return nil, err
@@ -139,10 +147,6 @@ func Generate(cfg *Config) (*Result, error) {
 		res.Files = append(res.Files, File{Path: filepath.Join(dir, "conformance.gen.go"), Content: kit})
 	}
 	if cfg.Output.Spec != "" {
-		augmented, err := augmentSpec(specPath, src, m)
-		if err != nil {
-			return nil, err
-		}
 		res.Files = append(res.Files, File{Path: cfg.Output.Spec, Content: augmented})
 	}
 	sqlFiles, stale, err := sqlFiles(cfg)

@@ -9,8 +9,10 @@ import (
 	"sync"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/idemgen/idemgen/generator/annotation"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/util"
+	"gopkg.in/yaml.v3"
 )
 
 // oapiMu serialises oapi-codegen runs: it keeps its state in package
@@ -30,8 +32,9 @@ type oapiOutput struct {
 	version string
 	// warnings say what was resolved in the spec, in memory, for
 	// oapi-codegen's output to compile (see resolve.go), as
-	// Result.Warnings.
+	// Result.Warnings; carry is what the augmented spec carries of it.
 	warnings []string
+	carry    carried
 }
 
 // runOapiCodegen generates models, the std-http server and the strict
@@ -78,15 +81,36 @@ func runOapiCodegen(specPath string, cfg *Config) (out oapiOutput, err error) {
 	if err := conf.Validate(); err != nil {
 		return oapiOutput{}, fmt.Errorf("oapi-codegen options: %w", err)
 	}
-	code, spec, resolved, err := generateResolved(specPath, spec, load, conf)
+	res, err := generateResolved(specPath, spec, load, conf, resolveMode{tree: sync.OnceValue(func() *yaml.Node { return specTree(specPath) })})
 	if err != nil {
 		return oapiOutput{}, err
 	}
-	defs, err := codegen.OperationDefinitions(spec)
+	defs, err := codegen.OperationDefinitions(res.spec)
 	if err != nil {
 		return oapiOutput{}, fmt.Errorf("%s: oapi-codegen operations: %w", specPath, err)
 	}
-	return oapiOutput{src: retitle(code, cfg.specFromOutput()), defs: defs, security: spec.Security, version: spec.OpenAPI, warnings: resolutionWarnings(specPath, resolved)}, nil
+	return oapiOutput{
+		src:      retitle(res.code, cfg.specFromOutput()),
+		defs:     defs,
+		security: res.spec.Security,
+		version:  res.spec.OpenAPI,
+		warnings: resolutionWarnings(specPath, res.found),
+		carry:    res.carry,
+	}, nil
+}
+
+// specTree is the spec's text as nodes, or nil when it cannot be read:
+// where a resolution is, for a spec whose loaded document does not say.
+func specTree(specPath string) *yaml.Node {
+	src, err := os.ReadFile(specPath)
+	if err != nil {
+		return nil
+	}
+	doc, err := annotation.Parse(specPath, src)
+	if err != nil || doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil
+	}
+	return doc.Content[0]
 }
 
 // oapiCodegenPath is the module whose version the header names.

@@ -12,16 +12,20 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
+	"gopkg.in/yaml.v3"
 )
 
-// For some specs oapi-codegen writes code that does not compile: it gives
-// two declarations one name, declares the strict server's methods on
-// interface{} for a response body without a type, or prunes a schema only
-// webhooks use while still naming it. Where the cause can be resolved
-// without changing the API's wire format, generateResolved resolves it in
-// the loaded document, in memory, with oapi-codegen's own extensions and
-// options, and runs oapi-codegen again; each resolution is a warning.
-// What it cannot resolve is left for checkNames to refuse.
+// For some specs oapi-codegen writes code that does not compile, or
+// none: it gives two declarations one name, declares the strict server's
+// methods on interface{} for a response body without a type, prunes a
+// schema only webhooks use while still naming it, or cannot map a
+// discriminator over members written inline. Where the cause can be
+// resolved without changing the API's wire format, generateResolved
+// resolves it in the loaded document, in memory, with oapi-codegen's own
+// extensions and options, and runs oapi-codegen again; each resolution is
+// a warning, and what it changed in the document is carried by the
+// augmented spec (carry.go). What it cannot resolve is left for
+// checkNames to refuse.
 
 // maxResolveRounds bounds how many times oapi-codegen runs again: a
 // resolution can reveal another cause only when a new name meets an old
@@ -48,8 +52,31 @@ type enumRename struct {
 	names       []any // x-enum-varnames
 }
 
+// resolveMode says how generateResolved resolves.
+type resolveMode struct {
+	// inSpec resolves by changes to the document only, never with an
+	// option of oapi-codegen: for the augmented spec, whose readers
+	// generate their clients with options of their own.
+	inSpec bool
+	// tree returns the spec's text as nodes, where the place of a
+	// resolution is found when the loaded document does not record it
+	// (it records none for JSON); nil, or a nil tree, when it cannot be
+	// had.
+	tree func() *yaml.Node
+}
+
+// resolved is what generateResolved makes of a spec.
+type resolved struct {
+	code  string
+	spec  *openapi3.T // the document code was generated from
+	found []resolution
+	carry carried
+}
+
 type resolver struct {
 	specPath string
+	mode     resolveMode
+	spec     *openapi3.T // the document resolved, as it is now
 	// taken holds the names chosen in earlier rounds, which the output
 	// that made the choice did not declare yet.
 	taken map[string]bool
@@ -62,28 +89,65 @@ type resolver struct {
 	// clients are the operations whose client response types were named
 	// like other declarations.
 	clients []codegen.OperationDefinition
+	// extended are the extensions set on the document, for the augmented
+	// spec to carry; keep is the keeper added to it, if any.
+	extended []extended
+	keep     *keeper
+	// pointers caches schemaPointers of pointersOf.
+	pointers   map[*openapi3.Schema]string
+	pointersOf *openapi3.T
+}
+
+// extended is an extension a resolution set: on a schema, whose pointer
+// and final value are found at the end, or at pointer with value.
+type extended struct {
+	schema  *openapi3.Schema
+	pointer string
+	key     string
+	value   any
 }
 
 // generateResolved runs oapi-codegen on spec and, while its output would
 // not compile for a cause it can resolve, resolves it and runs it again.
 // load loads the spec anew: pruning removes schemas from the document,
 // so keeping them needs a fresh one. It returns the output, the document
-// it was generated from, and the resolutions as warnings.
-func generateResolved(specPath string, spec *openapi3.T, load func() (*openapi3.T, error), conf codegen.Configuration) (string, *openapi3.T, []resolution, error) {
+// it was generated from, the resolutions as warnings and what the
+// augmented spec carries of them.
+func generateResolved(specPath string, spec *openapi3.T, load func() (*openapi3.T, error), conf codegen.Configuration, mode resolveMode) (resolved, error) {
+	r := &resolver{specPath: specPath, mode: mode, spec: spec, taken: map[string]bool{}, done: map[string]bool{}, enumByTy: map[string]*enumRename{}}
+	hoists, problems := hoistDiscriminated(spec)
+	for _, h := range hoists {
+		r.found = append(r.found, resolution{r.position(h.pointer), h.describe()})
+	}
+	// A fresh document needs the same hoists, which come out the same.
+	reload := func() (*openapi3.T, error) {
+		fresh, err := load()
+		if err == nil {
+			hoistDiscriminated(fresh)
+		}
+		return fresh, err
+	}
 	code, err := codegen.Generate(spec, conf)
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("%s: oapi-codegen: %w", specPath, err)
+		if refusal := r.unionRefusal(err, problems); refusal != nil {
+			return resolved{}, refusal
+		}
+		return resolved{}, fmt.Errorf("%s: oapi-codegen: %w", specPath, err)
 	}
 	scan, err := scanNames([]byte(code))
 	if err != nil {
-		return code, spec, nil, nil // checkNames reports it
+		return resolved{code: code, spec: spec}, nil // checkNames reports it
 	}
-	r := &resolver{specPath: specPath, taken: map[string]bool{}, done: map[string]bool{}, enumByTy: map[string]*enumRename{}}
 	if missing := scan.undeclaredNames(); len(missing) > 0 && !conf.OutputOptions.SkipPrune {
-		code, spec, scan, conf, err = r.keepPruned(spec, load, conf, code, scan, missing)
-		if err != nil {
-			return "", nil, nil, err
+		keep := r.keepPruned
+		if mode.inSpec {
+			keep = r.keepReferred
 		}
+		code, spec, scan, conf, err = keep(spec, reload, conf, code, scan, missing)
+		if err != nil {
+			return resolved{}, err
+		}
+		r.spec = spec
 	}
 	for round := 0; round < maxResolveRounds && (len(scan.dups) > 0 || len(scan.interfaceMethods) > 0); round++ {
 		tds, err := collectTypeDefs(spec, conf)
@@ -94,15 +158,22 @@ func generateResolved(specPath string, spec *openapi3.T, load func() (*openapi3.
 		if err != nil {
 			break
 		}
-		changed := r.clientResponses(scan, defs, &conf)
+		var changed bool
+		if mode.inSpec {
+			changed = r.clientResponseNames(scan, defs, spec, conf)
+		} else {
+			changed = r.clientResponses(scan, defs, &conf)
+		}
 		changed = r.enumConstants(scan, tds) || changed
 		changed = r.typeNames(scan, tds) || changed
-		changed = r.typelessResponses(scan, defs) || changed
+		if !mode.inSpec { // the strict server's alone
+			changed = r.typelessResponses(scan, defs) || changed
+		}
 		if !changed {
 			break
 		}
 		if code, err = codegen.Generate(spec, conf); err != nil {
-			return "", nil, nil, fmt.Errorf("%s: oapi-codegen, once idemgen had resolved what kept its output from compiling: %w", specPath, err)
+			return resolved{}, fmt.Errorf("%s: oapi-codegen, once idemgen had resolved what kept its output from compiling: %w", specPath, err)
 		}
 		if scan, err = scanNames([]byte(code)); err != nil {
 			break
@@ -110,7 +181,93 @@ func generateResolved(specPath string, spec *openapi3.T, load func() (*openapi3.
 	}
 	r.reportEnums(scan)
 	r.reportClientResponses(scan)
-	return code, spec, r.found, nil
+	if mode.inSpec {
+		for i := range r.found {
+			r.found[i].text = "the augmented spec, for oapi-codegen's client of it: " + r.found[i].text
+		}
+	}
+	return resolved{code: code, spec: spec, found: r.found, carry: r.carried(hoists)}, nil
+}
+
+// carried is what the augmented spec carries of the resolutions.
+func (r *resolver) carried(hoists []hoist) carried {
+	c := carried{hoists: hoists, keep: r.keep}
+	seen := map[string]bool{}
+	for _, e := range r.extended {
+		if e.schema != nil {
+			at, ok := r.pointerOf(e.schema)
+			if !ok {
+				continue // written in another file
+			}
+			e.pointer, e.value = at, e.schema.Extensions[e.key]
+		}
+		if seen[e.pointer+" "+e.key] {
+			continue
+		}
+		seen[e.pointer+" "+e.key] = true
+		c.extensions = append(c.extensions, extension{e.pointer, e.key, e.value})
+	}
+	return c
+}
+
+// extend records that a resolution set extension key on schema s.
+func (r *resolver) extend(s *openapi3.Schema, key string) {
+	r.extended = append(r.extended, extended{schema: s, key: key})
+}
+
+// pointerOf returns the pointer of the place where the document writes
+// s.
+func (r *resolver) pointerOf(s *openapi3.Schema) (string, bool) {
+	if r.pointersOf != r.spec {
+		r.pointers, r.pointersOf = schemaPointers(r.spec), r.spec
+	}
+	at, ok := r.pointers[s]
+	return at, ok
+}
+
+// locate returns where the spec writes s, or nil when neither the loaded
+// document nor the spec's text says.
+func (r *resolver) locate(s *openapi3.Schema) *openapi3.Location {
+	if loc := origin(s); loc != nil {
+		return loc
+	}
+	if r.mode.tree == nil || s == nil {
+		return nil
+	}
+	at, ok := r.pointerOf(s)
+	if !ok {
+		return nil
+	}
+	return r.position(at)
+}
+
+// locateIn is locate in another document than the one resolved: a fresh
+// copy of it.
+func (r *resolver) locateIn(doc *openapi3.T, s *openapi3.Schema) *openapi3.Location {
+	spec := r.spec
+	r.spec = doc
+	defer func() { r.spec = spec }()
+	return r.locate(s)
+}
+
+// position returns where the spec's text writes what pointer names (its
+// key, for a member of a mapping), or nil.
+func (r *resolver) position(pointer string) *openapi3.Location {
+	if r.mode.tree == nil {
+		return nil
+	}
+	root := r.mode.tree()
+	if root == nil {
+		return nil
+	}
+	key, n := nodeAt(root, pointer)
+	if key != nil {
+		n = key
+	}
+	if n == nil || n.Line == 0 {
+		return nil // added by the augmented spec
+	}
+	return &openapi3.Location{Line: n.Line, Column: n.Column}
 }
 
 // keepPruned runs oapi-codegen again with output-options.skip-prune on a
@@ -127,32 +284,78 @@ func (r *resolver) keepPruned(spec *openapi3.T, load func() (*openapi3.T, error)
 	kept.OutputOptions.SkipPrune = true
 	if all, err := codegen.Generate(fresh, kept); err == nil {
 		if s, err := scanNames([]byte(all)); err == nil && len(s.undeclaredNames()) == 0 {
-			var loc *openapi3.Location
-			var schemas []string
-			for _, name := range missing {
-				if schema, ok := componentNamed(fresh, name); ok {
-					schemas = append(schemas, schema)
-					if loc == nil {
-						loc = origin(fresh.Components.Schemas[schema].Value)
-					}
-				}
-			}
-			what := "types " + strings.Join(missing, ", ")
-			switch {
-			case len(schemas) == 1:
-				what = "schema " + schemas[0]
-			case len(schemas) > 0:
-				what = "schemas " + strings.Join(schemas, ", ")
-			case len(missing) == 1:
-				what = "type " + missing[0]
-			}
-			r.found = append(r.found, resolution{loc, fmt.Sprintf("oapi-codegen prunes the schemas no path uses, yet the webhooks' types name %s; generated with oapi-codegen.output-options.skip-prune: true, which keeps every schema (set it in the config to say so)", what)})
+			schemas, loc := r.prunedSchemas(fresh, missing)
+			r.found = append(r.found, resolution{loc, fmt.Sprintf("oapi-codegen prunes the schemas no path uses, yet the webhooks' types name %s; generated with oapi-codegen.output-options.skip-prune: true, which keeps every schema (set it in the config to say so)", prunedWhat(missing, schemas))})
 			return all, fresh, s, kept, nil
 		}
 	}
-	// oapi-codegen keeps its state in package variables: run it on spec
-	// again so that what follows sees spec's.
-	if code, err = codegen.Generate(spec, conf); err != nil {
+	return r.regenerate(spec, conf, code, scan)
+}
+
+// keepReferred is keepPruned without the option, for the augmented spec:
+// it adds a keeper (carry.go), a schema that refers to the schemas
+// missing and to itself, which oapi-codegen does not prune.
+func (r *resolver) keepReferred(spec *openapi3.T, load func() (*openapi3.T, error), conf codegen.Configuration, code string, scan *nameScan, missing []string) (string, *openapi3.T, *nameScan, codegen.Configuration, error) {
+	fresh, err := load()
+	if err != nil {
+		return code, spec, scan, conf, nil
+	}
+	schemas, loc := r.prunedSchemas(fresh, missing)
+	if len(schemas) < len(missing) {
+		return r.regenerate(spec, conf, code, scan) // types of no schema: a keeper cannot keep them
+	}
+	k := &keeper{name: freeName(componentNames(fresh), "IdemgenKeptSchemas"), schemas: schemas}
+	k.add(fresh)
+	if all, err := codegen.Generate(fresh, conf); err == nil {
+		if s, err := scanNames([]byte(all)); err == nil && len(s.undeclaredNames()) == 0 {
+			r.keep = k
+			them := "them"
+			if len(schemas) == 1 {
+				them = "it"
+			}
+			r.found = append(r.found, resolution{loc, fmt.Sprintf("oapi-codegen leaves the schemas no path uses out of a client's models, yet the webhooks' types name %s; "+
+				"kept %s with components.schemas.%s, which refers to %[2]s and to itself (a client generated with output-options.skip-prune: true does not need it)", prunedWhat(missing, schemas), them, k.name)})
+			return all, fresh, s, conf, nil
+		}
+	}
+	return r.regenerate(spec, conf, code, scan)
+}
+
+// prunedSchemas returns the schemas of fresh whose types are the missing
+// ones, and where the first is written.
+func (r *resolver) prunedSchemas(fresh *openapi3.T, missing []string) ([]string, *openapi3.Location) {
+	var schemas []string
+	var loc *openapi3.Location
+	for _, name := range missing {
+		if schema, ok := componentNamed(fresh, name); ok {
+			schemas = append(schemas, schema)
+			if loc == nil {
+				loc = r.locateIn(fresh, fresh.Components.Schemas[schema].Value)
+			}
+		}
+	}
+	return schemas, loc
+}
+
+// prunedWhat names the schemas kept, or the types when they are not
+// all schemas.
+func prunedWhat(missing, schemas []string) string {
+	switch {
+	case len(schemas) == 1:
+		return "schema " + schemas[0]
+	case len(schemas) > 0:
+		return "schemas " + strings.Join(schemas, ", ")
+	case len(missing) == 1:
+		return "type " + missing[0]
+	}
+	return "types " + strings.Join(missing, ", ")
+}
+
+// regenerate runs oapi-codegen on spec again, whose output (code, scan)
+// stands, so that what follows sees spec's state: oapi-codegen keeps its
+// state in package variables.
+func (r *resolver) regenerate(spec *openapi3.T, conf codegen.Configuration, code string, scan *nameScan) (string, *openapi3.T, *nameScan, codegen.Configuration, error) {
+	if _, err := codegen.Generate(spec, conf); err != nil {
 		return "", nil, nil, conf, fmt.Errorf("%s: oapi-codegen: %w", r.specPath, err)
 	}
 	return code, spec, scan, conf, nil
@@ -330,6 +533,145 @@ func (r *resolver) reportClientResponses(scan *nameScan) {
 	r.found = append(r.found, resolution{loc, text})
 }
 
+// clientResponseNames is clientResponses without the option, for the
+// augmented spec: where the client's response type of an operation
+// (<Operation>Response) is named like a component's type (OpenAI's
+// schema DeleteAssistantResponse, and the operation deleteAssistant),
+// the component's type is named apart with x-go-name: its name with
+// "Body" appended where it is the body of one of the operation's
+// responses, "Type" otherwise. Its JSON is unchanged; types written
+// inline are left to typeNames.
+func (r *resolver) clientResponseNames(scan *nameScan, defs []codegen.OperationDefinition, spec *openapi3.T, conf codegen.Configuration) bool {
+	if !conf.Generate.Client || spec.Components == nil {
+		return false
+	}
+	suffix := cmp.Or(conf.OutputOptions.ResponseTypeSuffix, "Response")
+	byWrapper := map[string]codegen.OperationDefinition{}
+	for _, op := range defs {
+		byWrapper[op.OperationId+suffix] = op
+	}
+	var renames []string
+	var loc *openapi3.Location
+	var single string
+	for _, name := range scan.dups {
+		op, ok := byWrapper[name]
+		if !ok || r.done["client "+name] {
+			continue
+		}
+		r.done["client "+name] = true
+		c, ok := namedComponent(spec, name)
+		if !ok {
+			continue
+		}
+		chosen := r.free(scan, name+c.suffix(op))
+		c.extensions()["x-go-name"] = chosen
+		r.extended = append(r.extended, extended{pointer: c.pointer, key: "x-go-name", value: chosen})
+		renames = append(renames, fmt.Sprintf("%s's type is %s", c.what(), chosen))
+		if loc == nil {
+			loc = r.position(c.pointer)
+			single = fmt.Sprintf("oapi-codegen names the client's response type of %s %s like the type of %s; named the %s's type %s with x-go-name, which changes no JSON",
+				op.Method, op.Path, c.what(), strings.TrimSuffix(c.section, "s"), chosen)
+		}
+	}
+	if len(renames) == 0 {
+		return false
+	}
+	const option = " (a client generated with output-options.resolve-type-name-collisions: true names the client's response types apart instead)"
+	count := len(renames)
+	const listed = 6
+	if count > listed {
+		renames = append(renames[:listed], fmt.Sprintf("and %d more", count-listed))
+	}
+	text := fmt.Sprintf("oapi-codegen names the client's response types of %d operations like the types of components; named those types apart with x-go-name, which changes no JSON: %s", count, strings.Join(renames, ", "))
+	if count == 1 {
+		text = single
+	}
+	r.found = append(r.found, resolution{loc, text + option})
+	return true
+}
+
+// component is a schema, response, request body or parameter of
+// components, which oapi-codegen gives a type named after it.
+type component struct {
+	section, name, pointer string
+	schema                 *openapi3.Schema // for a schema
+	ext                    *map[string]any
+}
+
+func (c component) extensions() map[string]any {
+	if *c.ext == nil {
+		*c.ext = map[string]any{}
+	}
+	return *c.ext
+}
+
+func (c component) what() string {
+	return strings.TrimSuffix(c.section, "s") + " " + c.name
+}
+
+// suffix is what c's type name gets to be told from op's response type.
+func (c component) suffix(op codegen.OperationDefinition) string {
+	if c.schema == nil || op.Spec == nil || op.Spec.Responses == nil {
+		return "Type"
+	}
+	for _, resp := range op.Spec.Responses.Map() {
+		if resp == nil || resp.Value == nil {
+			continue
+		}
+		for _, mt := range resp.Value.Content {
+			if mt != nil && mt.Schema != nil && mt.Schema.Value == c.schema {
+				return "Body"
+			}
+		}
+	}
+	return "Type"
+}
+
+// namedComponent returns the component whose type oapi-codegen names
+// goName, unless the spec names it so itself (x-go-name).
+func namedComponent(spec *openapi3.T, goName string) (component, bool) {
+	c := spec.Components
+	named := func(section, name string, ext *map[string]any) (component, bool) {
+		if _, ok := (*ext)["x-go-name"]; ok {
+			return component{}, false // the spec names it itself
+		}
+		if codegen.SchemaNameToTypeName(name) != goName {
+			return component{}, false
+		}
+		return component{section: section, name: name, pointer: "/components/" + section + "/" + escapePointer(name), ext: ext}, true
+	}
+	for _, name := range codegen.SortedSchemaKeys(c.Schemas) {
+		if s := c.Schemas[name]; s != nil && s.Ref == "" && s.Value != nil {
+			if found, ok := named("schemas", name, &s.Value.Extensions); ok {
+				found.schema = s.Value
+				return found, true
+			}
+		}
+	}
+	for _, name := range sortedKeys(c.Responses) {
+		if v := c.Responses[name]; v != nil && v.Ref == "" && v.Value != nil {
+			if found, ok := named("responses", name, &v.Value.Extensions); ok {
+				return found, true
+			}
+		}
+	}
+	for _, name := range sortedKeys(c.RequestBodies) {
+		if v := c.RequestBodies[name]; v != nil && v.Ref == "" && v.Value != nil {
+			if found, ok := named("requestBodies", name, &v.Value.Extensions); ok {
+				return found, true
+			}
+		}
+	}
+	for _, name := range sortedKeys(c.Parameters) {
+		if v := c.Parameters[name]; v != nil && v.Ref == "" && v.Value != nil {
+			if found, ok := named("parameters", name, &v.Value.Extensions); ok {
+				return found, true
+			}
+		}
+	}
+	return component{}, false
+}
+
 // enumConstants renames the constants of enum values that oapi-codegen
 // names like another declaration, a type usually: it prefixes an enum's
 // constants with the enum's type name when they collide with type names,
@@ -398,6 +740,7 @@ func (r *resolver) enumConstants(scan *nameScan, tds map[string][]typeDef) bool 
 					s.Extensions = map[string]any{}
 				}
 				s.Extensions["x-enum-varnames"] = slices.Clone(e.names)
+				r.extend(s, "x-enum-varnames")
 				changed = true
 			}
 		}
@@ -439,7 +782,7 @@ func (r *resolver) reportEnums(scan *nameScan) {
 		if len(renames) == 1 {
 			text = fmt.Sprintf("oapi-codegen names a constant of enum %s (%s) like another declaration; renamed it with x-enum-varnames, its value unchanged: %s", e.typeName, e.td.JsonName, renames[0])
 		}
-		r.found = append(r.found, resolution{origin(e.td.schema()), text})
+		r.found = append(r.found, resolution{r.locate(e.td.schema()), text})
 	}
 }
 
@@ -496,6 +839,7 @@ func (r *resolver) typeNames(scan *nameScan, tds map[string][]typeDef) bool {
 				s.Extensions = map[string]any{}
 			}
 			s.Extensions["x-go-type-name"] = chosen
+			r.extend(s, "x-go-type-name")
 			var text string
 			if items {
 				text = fmt.Sprintf("oapi-codegen gives the items of the array at %s the array's own type name, %s; named their type %s with x-go-type-name, which changes no JSON", keeper.JsonName, name, chosen)
@@ -509,7 +853,7 @@ func (r *resolver) typeNames(scan *nameScan, tds map[string][]typeDef) bool {
 				}
 				text = fmt.Sprintf("oapi-codegen names the type of the %s at %s %s, like %s; named it %s with x-go-type-name, which changes no JSON", what, td.JsonName, name, other, chosen)
 			}
-			r.found = append(r.found, resolution{origin(s), text})
+			r.found = append(r.found, resolution{r.locate(s), text})
 			changed = true
 		}
 		r.done["type "+name] = true
