@@ -120,14 +120,16 @@ func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.open() {
+			// A message with the marker starts the hole before it is
+			// forwarded, so that the server's answer to it cannot slip
+			// back to the client first; the message itself goes through.
+			if marker := p.holeAfter.Load(); fromClient && marker != nil && bytes.Contains(bytes.ToLower(buf[:n]), []byte(*marker)) {
+				p.Hole(true)
+			} else if !p.open() {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
-			}
-			if marker := p.holeAfter.Load(); fromClient && marker != nil && bytes.Contains(bytes.ToLower(buf[:n]), []byte(*marker)) {
-				p.Hole(true)
 			}
 		}
 		if err != nil {
