@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/idemgen/idemgen/generator/annotation"
 )
 
 // The fingerprint writers: for each annotated operation, a function that
@@ -46,15 +48,17 @@ type canonicalGen struct {
 	types    map[string]*ast.TypeSpec
 	declared map[string]bool
 	// marshalers are the package's types with a MarshalJSON or MarshalText
-	// method, and whether one has a pointer receiver.
-	marshalers map[string]bool
-	timePkg    string            // the name oapi-codegen's file imports package time as
-	request    string            // the operation's request object type
-	writers    map[string]string // struct type -> its writer function
-	queue      []string
-	funcs      strings.Builder
-	depth      int     // nested loops, for their variables' names
-	shaper     *shaper // the shapes of types, for the contracts
+	// method, and whether one has a pointer receiver; unmarshalers those
+	// with an UnmarshalJSON method.
+	marshalers   map[string]bool
+	unmarshalers map[string]bool
+	timePkg      string            // the name oapi-codegen's file imports package time as
+	request      string            // the operation's request object type
+	writers      map[string]string // struct type -> its writer function
+	queue        []string
+	funcs        strings.Builder
+	depth        int     // nested loops, for their variables' names
+	shaper       *shaper // the shapes of types, for the contracts
 }
 
 func newCanonicalGen(oapiSrc []byte) (*canonicalGen, error) {
@@ -62,7 +66,7 @@ func newCanonicalGen(oapiSrc []byte) (*canonicalGen, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oapi-codegen produced code that does not parse: %w", err)
 	}
-	g := &canonicalGen{types: map[string]*ast.TypeSpec{}, declared: map[string]bool{}, marshalers: map[string]bool{}, writers: map[string]string{}}
+	g := &canonicalGen{types: map[string]*ast.TypeSpec{}, declared: map[string]bool{}, marshalers: map[string]bool{}, unmarshalers: map[string]bool{}, writers: map[string]string{}}
 	for _, imp := range f.Imports {
 		if imp.Path.Value == `"time"` {
 			g.timePkg = "time"
@@ -78,16 +82,18 @@ func newCanonicalGen(oapiSrc []byte) (*canonicalGen, error) {
 				g.declared[d.Name.Name] = true
 				continue
 			}
-			if n := d.Name.Name; n != "MarshalJSON" && n != "MarshalText" {
-				continue
-			}
 			recv := d.Recv.List[0].Type
 			ptr := false
 			if star, ok := recv.(*ast.StarExpr); ok {
 				recv, ptr = star.X, true
 			}
-			if id, ok := recv.(*ast.Ident); ok {
+			id, ok := recv.(*ast.Ident)
+			switch n := d.Name.Name; {
+			case !ok:
+			case n == "MarshalJSON" || n == "MarshalText":
 				g.marshalers[id.Name] = g.marshalers[id.Name] || ptr
+			case n == "UnmarshalJSON":
+				g.unmarshalers[id.Name] = true
 			}
 		case *ast.GenDecl:
 			for _, s := range d.Specs {
@@ -682,9 +688,82 @@ func writeFingerprints(oapiSrc []byte, m *model) error {
 		if op := &m.Operations[i]; op.Idempotent {
 			op.FingerprintCall = g.operation(op, op.Fingerprint)
 			m.contracts = append(m.contracts, g.contract(op))
+			if err := g.checkDecodes(op); err != nil {
+				return err
+			}
 		}
 	}
 	m.Fingerprints = g.source()
 	m.Contract = renderContract(m.contracts)
 	return nil
+}
+
+// checkDecodes refuses an operation whose typed body holds a union that
+// oapi-codegen declares without an UnmarshalJSON method (it does so for a
+// nullable discriminated union: anyOf of a discriminated oneOf and null).
+// Such a member decodes to nothing, in the handler and in the
+// fingerprint alike, so two requests that differ only in it would be one
+// request to the protocol, and the second would replay the first's
+// answer. g.request must be op's request type (operation sets it).
+func (g *canonicalGen) checkDecodes(op *operation) error {
+	for _, p := range op.Fingerprint.Body {
+		if isFormBody(p.Expr) || p.Expr == multipartBody {
+			continue
+		}
+		if name := g.lostUnion(g.exprType(p.Expr), map[string]bool{}); name != "" {
+			return &annotation.Error{Pos: op.pos, Msg: fmt.Sprintf("x-idempotent on %s %s: the request body holds %s, a union that oapi-codegen declares without JSON methods (it does so for an anyOf of a discriminated oneOf and null), so it would decode to nothing, and two requests that differ only in it would replay one answer; refer to the inner discriminated union by $ref instead of the anyOf with null (a property left out of required may be absent), or leave the operation unannotated", op.Method, op.Path, name)}
+		}
+	}
+	return nil
+}
+
+// lostUnion returns the first type reachable from t, through fields,
+// pointers, slices and maps, that oapi-codegen declares as a union (a
+// struct holding the raw JSON in an unexported field, union) without an
+// UnmarshalJSON method; "" when there is none.
+func (g *canonicalGen) lostUnion(t ast.Expr, seen map[string]bool) string {
+	switch x := t.(type) {
+	case *ast.ParenExpr:
+		return g.lostUnion(x.X, seen)
+	case *ast.StarExpr:
+		return g.lostUnion(x.X, seen)
+	case *ast.ArrayType:
+		return g.lostUnion(x.Elt, seen)
+	case *ast.MapType:
+		return g.lostUnion(x.Value, seen)
+	case *ast.Ident:
+		ts, ok := g.types[x.Name]
+		if !ok || seen[x.Name] || g.unmarshalers[x.Name] {
+			return ""
+		}
+		seen[x.Name] = true
+		if st, ok := ts.Type.(*ast.StructType); ok && holdsUnion(st) {
+			return x.Name
+		}
+		return g.lostUnion(ts.Type, seen)
+	case *ast.StructType:
+		for _, f := range x.Fields.List {
+			if name := g.lostUnion(f.Type, seen); name != "" {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+// holdsUnion reports whether st is oapi-codegen's union: a field named
+// union of type json.RawMessage.
+func holdsUnion(st *ast.StructType) bool {
+	for _, f := range st.Fields.List {
+		sel, ok := f.Type.(*ast.SelectorExpr)
+		if !ok || sel.Sel.Name != "RawMessage" {
+			continue
+		}
+		for _, n := range f.Names {
+			if n.Name == "union" {
+				return true
+			}
+		}
+	}
+	return false
 }

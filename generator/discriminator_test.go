@@ -33,9 +33,9 @@ func TestDiscriminatorOverInlineOneOf(t *testing.T) {
 	const moved = ": warning: oapi-codegen maps a discriminator's values only to members given by $ref, and "
 	const mapped = " to components.schemas, referred to by $ref and named in discriminator.mapping by its value, which changes no JSON: "
 	want := []string{
-		spec + ":48:11" + moved + "2 members of this oneOf (discriminator type) are written inline; moved each" + mapped + "server_vad is TurnDetectionServerVad, semantic_vad is TurnDetectionSemanticVad",
-		spec + ":71:5" + moved + "2 members of this anyOf (discriminator type) are written inline; moved each" + mapped + "delta is EventDelta, done is EventDone",
-		spec + ":96:5" + moved + "a member of this oneOf (discriminator type) is written inline; moved it" + mapped + "web_search is ToolWebSearch",
+		spec + ":59:11" + moved + "2 members of this oneOf (discriminator type) are written inline; moved each" + mapped + "server_vad is TurnDetectionServerVad, semantic_vad is TurnDetectionSemanticVad",
+		spec + ":82:5" + moved + "2 members of this anyOf (discriminator type) are written inline; moved each" + mapped + "delta is EventDelta, done is EventDone",
+		spec + ":107:5" + moved + "a member of this oneOf (discriminator type) is written inline; moved it" + mapped + "web_search is ToolWebSearch",
 	}
 	if !slices.Equal(res.Warnings, want) {
 		t.Errorf("warnings\n%q\nwant\n%q", res.Warnings, want)
@@ -75,9 +75,21 @@ func TestDiscriminatorOverInlineOneOf(t *testing.T) {
 	refused := filepath.Join(dir, "openapi.yaml")
 	writeFile(t, refused, bytes.Replace(text, []byte("              type: string\n              const: done\n"), []byte("              type: string\n"), 1))
 	_, err = generateNoPanic(t, configFor(t, dir, refused, ""))
-	wantErr := refused + ":71:5: oapi-codegen cannot generate this anyOf with a discriminator: its member 2, written inline, has no value of its own for the discriminator's property type (a const, or an enum of one value). " +
+	wantErr := refused + ":82:5: oapi-codegen cannot generate this anyOf with a discriminator: its member 2, written inline, has no value of its own for the discriminator's property type (a const, or an enum of one value). " +
 		"oapi-codegen maps discriminator values only to members given by $ref (a limit of oapi-codegen, not of the spec)"
 	if err == nil || !strings.HasPrefix(err.Error(), wantErr) || !strings.Contains(err.Error(), "Move each member to components.schemas, refer to it by $ref and name its value in discriminator.mapping") {
+		t.Fatalf("Generate: %v\nwant an error starting\n%s\nand saying what to do", err, wantErr)
+	}
+
+	// TurnDetection, an anyOf of the discriminated oneOf and null, gets
+	// no JSON methods from oapi-codegen: an annotated operation whose body
+	// holds it is refused at its annotation, since requests that differ
+	// only in it would replay one answer.
+	lossy := filepath.Join(dir, "lossy.yaml")
+	writeFile(t, lossy, bytes.Replace(text, []byte("      operationId: putTurnDetection\n"), []byte("      operationId: putTurnDetection\n      x-idempotent: true\n"), 1))
+	_, err = generateNoPanic(t, configFor(t, dir, lossy, ""))
+	wantErr = lossy + ":35:7: x-idempotent on PUT /turn-detection: the request body holds TurnDetection, a union that oapi-codegen declares without JSON methods"
+	if err == nil || !strings.HasPrefix(err.Error(), wantErr) || !strings.Contains(err.Error(), "refer to the inner discriminated union by $ref") {
 		t.Fatalf("Generate: %v\nwant an error starting\n%s\nand saying what to do", err, wantErr)
 	}
 }
@@ -104,7 +116,7 @@ import (
 
 func TestDiscriminatedMembers(t *testing.T) {
 	var s Session
-	in := ` + "`" + `{"turn_detection":null,"events":[{"type":"delta","delta":"a","stream_id":"s1"},{"type":"done"}],"tools":[{"type":"function","name":"f"},{"type":"web_search","max_results":3}]}` + "`" + `
+	in := ` + "`" + `{"events":[{"type":"delta","delta":"a","stream_id":"s1"},{"type":"done"}],"tools":[{"type":"function","name":"f"},{"type":"web_search","max_results":3}]}` + "`" + `
 	if err := json.Unmarshal([]byte(in), &s); err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +159,10 @@ func (s *sessions) CreateSession(ctx context.Context, at *idem.Attempt[memstore.
 	return CreateSession201JSONResponse(*request.Body), nil
 }
 
+func (s *sessions) PutTurnDetection(ctx context.Context, request PutTurnDetectionRequestObject) (PutTurnDetectionResponseObject, error) {
+	return PutTurnDetection204Response{}, nil
+}
+
 func TestDiscriminatedRequests(t *testing.T) {
 	svc := &sessions{}
 	srv := httptest.NewServer(NewIdempotentHandler(svc, memstore.New(memstore.Options{}), IdempotentHandlerOptions{Options: idem.Options{Logger: slog.New(slog.DiscardHandler)}}))
@@ -167,7 +183,7 @@ func TestDiscriminatedRequests(t *testing.T) {
 		out, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(out)
 	}
-	body := ` + "`" + `{"turn_detection":null,"events":[{"type":"delta","delta":"a"}],"tools":[{"type":"web_search","max_results":3}]}` + "`" + `
+	body := ` + "`" + `{"events":[{"type":"delta","delta":"a"}],"tools":[{"type":"web_search","max_results":3}]}` + "`" + `
 	if status, out := send("k1", body); status != 201 || !strings.Contains(out, ` + "`" + `"max_results":3` + "`" + `) {
 		t.Fatalf("a session with a moved member: %d %s", status, out)
 	}
