@@ -25,6 +25,7 @@ import (
 // ends it, and a retry through another connection runs the request, once.
 // The lost attempt's own goroutine returns too, within the same bound.
 func TestBlackholedConnectionReleasesKey(t *testing.T) {
+	t.Parallel() // waits out leases and timeouts: beside the other waiting tests
 	ctx := context.Background()
 	direct := newPool(t, nil)
 	if _, err := direct.Exec(ctx, `CREATE TABLE orders (id serial PRIMARY KEY, key text NOT NULL)`); err != nil {
@@ -109,6 +110,7 @@ func proxied(t *testing.T, direct *pgxpool.Pool, configure ...func(*pgxpool.Conf
 // have committed: the 503 says so, and the retry returns the stored
 // result instead of running again.
 func TestLostCommitAcknowledgement(t *testing.T) {
+	t.Parallel() // waits out leases and timeouts: beside the other waiting tests
 	ctx := context.Background()
 	direct := newPool(t, nil)
 	if _, err := direct.Exec(ctx, `CREATE TABLE orders (id serial PRIMARY KEY, key text NOT NULL)`); err != nil {
@@ -159,6 +161,7 @@ func TestLostCommitAcknowledgement(t *testing.T) {
 // its connection is discarded, and a retry once the partition heals runs
 // the request once.
 func TestStoreStallIs503(t *testing.T) {
+	t.Parallel() // waits out leases and timeouts: beside the other waiting tests
 	const lease = 2 * time.Second
 	for _, tc := range []struct {
 		name   string
@@ -177,6 +180,7 @@ func TestStoreStallIs503(t *testing.T) {
 		{"phase", true, "handler", "did not answer within 2s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			direct := newPool(t, nil)
 			if _, err := direct.Exec(ctx, `CREATE TABLE orders (id serial PRIMARY KEY, key text NOT NULL)`); err != nil {
@@ -334,6 +338,7 @@ func (l *lockedBuffer) Reset() {
 // the handler sent it long before its lease was up, so a retry works
 // once the network does.
 func TestHeldStatementIsNotOverrun(t *testing.T) {
+	t.Parallel() // waits out leases and timeouts: beside the other waiting tests
 	ctx := context.Background()
 	direct := newPool(t, nil)
 	p, partitioned := proxied(t, direct)

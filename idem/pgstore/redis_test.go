@@ -170,6 +170,7 @@ func TestRedisFilterReplays(t *testing.T) {
 // PostgreSQL gives. An altered entry, another key's entry, an entry for
 // another request, and an entry whose key was forgotten are all misses.
 func TestRedisNeverDecides(t *testing.T) {
+	t.Parallel() // waits out leases and timeouts: beside the other waiting tests
 	ctx := context.Background()
 	rdb, prefix := redistest.Client(t)
 	f := newFiltered(t, rdb, prefix, redisfilter.Options{})
@@ -255,6 +256,7 @@ func TestRedisNeverDecides(t *testing.T) {
 // from Redis; forgetting it again through the filter's store finds no row
 // but drops the entry, and the next use runs anew.
 func TestForgetWithoutFilterThenWithIt(t *testing.T) {
+	t.Parallel() // waits out leases and timeouts: beside the other waiting tests
 	ctx := context.Background()
 	rdb, prefix := redistest.Client(t)
 	f := newFiltered(t, rdb, prefix, redisfilter.Options{})
@@ -297,6 +299,7 @@ func TestForgetWithoutFilterThenWithIt(t *testing.T) {
 // emptied already and must still drop the entry, which would otherwise
 // replay the old answer for the rest of its TTL.
 func TestForgetDerivedKeyWithFilter(t *testing.T) {
+	t.Parallel() // waits out leases and timeouts: beside the other waiting tests
 	ctx := context.Background()
 	rdb, prefix := redistest.Client(t)
 	f := newFiltered(t, rdb, prefix, redisfilter.Options{})
@@ -461,6 +464,7 @@ func TestRedisFilterSkipsLargeResponses(t *testing.T) {
 // server that stops answering), every request is answered as PostgreSQL
 // decides, without an error, and each handler runs once.
 func TestRedisDownFallsBack(t *testing.T) {
+	t.Parallel() // waits out leases and timeouts: beside the other waiting tests
 	srv := redistest.Start(t)
 	f := newFiltered(t, srv.Client(t), "test:", redisfilter.Options{Timeout: 50 * time.Millisecond, Backoff: time.Nanosecond})
 
@@ -624,6 +628,7 @@ func (c countingCache) Add(ctx context.Context, key string, value []byte, ttl ti
 // since correctness never depends on Redis keeping a write. So after
 // every write is lost (FLUSHALL).
 func TestReplayFilterAfterRedisRestore(t *testing.T) {
+	t.Parallel() // waits out leases and timeouts: beside the other waiting tests
 	ctx := context.Background()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)

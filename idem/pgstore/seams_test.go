@@ -220,6 +220,7 @@ func TestFailingAttemptsReuseConnections(t *testing.T) {
 // for longer than one lease together: each end of an attempt gets a bound
 // of its own, so the client's immediate retry resumes instead of a 409.
 func TestPhasedReleaseAfterLongPhases(t *testing.T) {
+	t.Parallel() // waits out leases and timeouts: beside the other waiting tests
 	pool := newPool(t, nil)
 	log := &errLog{}
 	e := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: slog.New(log)})
@@ -438,6 +439,7 @@ func TestClientCancelIsNotAnOutage(t *testing.T) {
 // which the lease sets: the answer and the log name the overrun, not an
 // outage, since every retry would meet the same.
 func TestLeaseOverrunIsNamed(t *testing.T) {
+	t.Parallel() // waits out leases and timeouts: beside the other waiting tests
 	pool := newPool(t, nil)
 	log := &errLog{}
 	e := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: slog.New(log)})
@@ -464,6 +466,7 @@ func TestLeaseOverrunIsNamed(t *testing.T) {
 // whether it waits on its own statement or on a foreign call: not as an
 // outage, and with nothing stored.
 func TestWorkPastLeaseIsOverrun(t *testing.T) {
+	t.Parallel() // waits out leases and timeouts: beside the other waiting tests
 	for _, tc := range []struct {
 		name string
 		work func(ctx context.Context, tx pgx.Tx) error
