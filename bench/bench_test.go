@@ -369,12 +369,16 @@ func TestShortRunHop(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := rep.Hop
-	if h.Mode != "proxy" || h.Delay != "500µs" || h.PGRTTMS < 1 || h.PGRTTMS <= h.PGRTTDirectMS {
+	// A round trip across the hop costs about twice the delay more than
+	// one direct; the proxy's lead, calibrated while the machine's load
+	// moves, takes some of that back (a run measured 0.9 ms where 1 ms was
+	// asked for), so the check asks for half of it: a hop that is there.
+	if h.Mode != "proxy" || h.Delay != "500µs" || h.PGRTTMS-h.PGRTTDirectMS < 0.5 {
 		t.Errorf("hop: %+v", h)
 	}
 	base := rep.scenario("baseline")
-	// Each request makes one round trip to PostgreSQL: a millisecond.
-	if base == nil || base.Requests == 0 || base.Errors != 0 || base.P50ms < 1 || !base.CPU.HopOK {
+	// Each request makes one round trip to PostgreSQL across the hop.
+	if base == nil || base.Requests == 0 || base.Errors != 0 || base.P50ms < 0.5 || !base.CPU.HopOK {
 		t.Errorf("baseline: %+v\n%s", base, prog.String())
 	}
 }
