@@ -13,6 +13,7 @@ package idemvalidate
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -125,18 +126,18 @@ func (rt *route) check(r *http.Request, body []byte) *idem.Problem {
 func (rt *route) checkBody(ctx context.Context, in *openapi3filter.RequestValidationInput, requestBody *openapi3.RequestBody, body []byte) error {
 	if len(body) == 0 {
 		if mt := emptyForm(in.Request, requestBody.Content); mt != nil {
-			if mt.Schema == nil {
-				return nil
-			}
-			opts := []openapi3.SchemaValidationOption{openapi3.VisitAsRequest()}
-			if rt.Spec.IsOpenAPI31OrLater() {
-				opts = append(opts, openapi3.EnableJSONSchema2020())
-			}
-			if err := mt.Schema.Value.VisitJSON(map[string]any{}, opts...); err != nil {
-				return &openapi3filter.RequestError{Input: in, RequestBody: requestBody, Err: err}
-			}
-			return nil
+			return rt.visit(in, requestBody, mt, map[string]any{})
 		}
+	}
+	if mt := jsonContent(in.Request, requestBody.Content); mt != nil && len(body) > 0 {
+		// Decoded in place: openapi3filter would read the body whole
+		// again and copy it into its decoder's buffer, several times a
+		// large body's size at once.
+		var v any
+		if err := json.Unmarshal(body, &v); err != nil {
+			return &openapi3filter.RequestError{Input: in, RequestBody: requestBody, Reason: "failed to decode request body", Err: err}
+		}
+		return rt.visit(in, requestBody, mt, v)
 	}
 	// A shallow copy: the validator sets the body of the request it is
 	// given, and only reads the rest.
@@ -149,6 +150,34 @@ func (rt *route) checkBody(ctx context.Context, in *openapi3filter.RequestValida
 	bodyIn := *in
 	bodyIn.Request = r
 	return openapi3filter.ValidateRequestBody(ctx, &bodyIn, requestBody)
+}
+
+// visit checks a decoded body against mt's schema, as openapi3filter
+// does: as a request (readOnly members refused), in the document's
+// dialect.
+func (rt *route) visit(in *openapi3filter.RequestValidationInput, requestBody *openapi3.RequestBody, mt *openapi3.MediaType, v any) error {
+	if mt.Schema == nil || mt.Schema.Value == nil {
+		return nil
+	}
+	opts := []openapi3.SchemaValidationOption{openapi3.VisitAsRequest()}
+	if rt.Spec.IsOpenAPI31OrLater() {
+		opts = append(opts, openapi3.EnableJSONSchema2020())
+	}
+	if err := mt.Schema.Value.VisitJSON(v, opts...); err != nil {
+		return &openapi3filter.RequestError{Input: in, RequestBody: requestBody, Reason: "doesn't match schema", Err: err}
+	}
+	return nil
+}
+
+// jsonContent returns the JSON media type of content the request's
+// Content-Type names; nil when it is not JSON.
+func jsonContent(r *http.Request, content openapi3.Content) *openapi3.MediaType {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	return content.Get(ct)
 }
 
 // pathParams reads the path parameters of whole segments from the end of
