@@ -132,12 +132,13 @@ func (rt *route) checkBody(ctx context.Context, in *openapi3filter.RequestValida
 	if mt := jsonContent(in.Request, requestBody.Content); mt != nil && len(body) > 0 {
 		// Decoded in place: openapi3filter would read the body whole
 		// again and copy it into its decoder's buffer, several times a
-		// large body's size at once.
+		// large body's size at once. A body that is not exactly one JSON
+		// value goes its way, which reads the first value and leaves what
+		// follows to the gate's clearer refusal of trailing data.
 		var v any
-		if err := json.Unmarshal(body, &v); err != nil {
-			return &openapi3filter.RequestError{Input: in, RequestBody: requestBody, Reason: "failed to decode request body", Err: err}
+		if json.Unmarshal(body, &v) == nil {
+			return rt.visit(in, requestBody, mt, v)
 		}
-		return rt.visit(in, requestBody, mt, v)
 	}
 	// A shallow copy: the validator sets the body of the request it is
 	// given, and only reads the rest.
