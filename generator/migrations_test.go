@@ -54,12 +54,12 @@ func TestMigrationsFitTheFolder(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "README"), []byte("not a migration\n"))
 
 	first := writeMigrations(t, root, generator.FormatGoose)
-	want := []string{"00001_init.sql", "00002_orders.sql", "00003_idempotency_keys.sql", "00004_phased_attempts.sql", "00005_key_generations.sql", "00006_pipelined_attempts.sql", "00007_lookup_claims.sql", "00008_retained_generations.sql", "00009_completer_requests.sql", "00010_claim_handover.sql", "00011_derived_by_default.sql", "00012_claims_keep_session_settings.sql", "00013_replay_filter_epoch.sql", "README"}
+	want := []string{"00001_init.sql", "00002_orders.sql", "00003_idempotency_keys.sql", "00004_phased_attempts.sql", "00005_key_generations.sql", "00006_pipelined_attempts.sql", "00007_lookup_claims.sql", "00008_retained_generations.sql", "00009_completer_requests.sql", "00010_claim_handover.sql", "00011_derived_by_default.sql", "00012_claims_keep_session_settings.sql", "00013_replay_filter_epoch.sql", "00014_emptied_rows_index.sql", "README"}
 	if got := names(t, dir); !slices.Equal(got, want) {
 		t.Fatalf("after goose: %q, want %q", got, want)
 	}
 	// A second run changes nothing, even with a later user migration.
-	writeFile(t, filepath.Join(dir, "00014_items.sql"), []byte("-- +goose Up\nCREATE TABLE items (id int);\n"))
+	writeFile(t, filepath.Join(dir, "00015_items.sql"), []byte("-- +goose Up\nCREATE TABLE items (id int);\n"))
 	again, stale, err := generator.MigrationFiles(root, generator.Migrations{Dir: "migrations", Format: generator.FormatGoose})
 	if err != nil || len(stale) != 0 {
 		t.Fatal(err, stale)
@@ -85,7 +85,8 @@ func TestMigrationsFitTheFolder(t *testing.T) {
 		"00011_derived_by_default.down.sql", "00011_derived_by_default.up.sql",
 		"00012_claims_keep_session_settings.down.sql", "00012_claims_keep_session_settings.up.sql",
 		"00013_replay_filter_epoch.down.sql", "00013_replay_filter_epoch.up.sql",
-		"00014_items.sql", "README"}
+		"00014_emptied_rows_index.down.sql", "00014_emptied_rows_index.up.sql",
+		"00015_items.sql", "README"}
 	if got := names(t, dir); !slices.Equal(got, want) {
 		t.Fatalf("after switching to golang-migrate: %q, want %q", got, want)
 	}
@@ -137,7 +138,7 @@ func TestDbmateTimestamps(t *testing.T) {
 	if _, err := (&generator.Result{Files: files}).Write(root); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"20261124093000_idempotency_keys.sql", "20261124093001_phased_attempts.sql", "20261124093002_key_generations.sql", "20261124093003_pipelined_attempts.sql", "20261124093004_lookup_claims.sql", "20261124093005_retained_generations.sql", "20261124093006_completer_requests.sql", "20261124093007_claim_handover.sql", "20261124093008_derived_by_default.sql", "20261124093009_claims_keep_session_settings.sql", "20261124093010_replay_filter_epoch.sql"}
+	want := []string{"20261124093000_idempotency_keys.sql", "20261124093001_phased_attempts.sql", "20261124093002_key_generations.sql", "20261124093003_pipelined_attempts.sql", "20261124093004_lookup_claims.sql", "20261124093005_retained_generations.sql", "20261124093006_completer_requests.sql", "20261124093007_claim_handover.sql", "20261124093008_derived_by_default.sql", "20261124093009_claims_keep_session_settings.sql", "20261124093010_replay_filter_epoch.sql", "20261124093011_emptied_rows_index.sql"}
 	if got := names(t, filepath.Join(root, "migrations")); !slices.Equal(got, want) {
 		t.Fatalf("files %q, want %q", got, want)
 	}
@@ -300,6 +301,14 @@ func TestMigrationLockTimeout(t *testing.T) {
 			for _, f := range files {
 				got := strings.Count(string(f.Content), "SET LOCAL lock_timeout")
 				want := 0
+				// A migration outside a transaction has nothing to scope
+				// SET LOCAL to, and takes no lock that stalls requests.
+				if strings.Contains(f.Path, "emptied_rows_index") {
+					if got != 0 {
+						t.Errorf("lock-timeout %q, %s: %s, outside a transaction, sets lock_timeout %d times", tt.lockTimeout, format, f.Path, got)
+					}
+					continue
+				}
 				if tt.want != "" {
 					// Both directions of a file that holds both.
 					want = 1
@@ -317,4 +326,63 @@ func TestMigrationLockTimeout(t *testing.T) {
 	if !errors.Is(err, generator.ErrConfig) || !strings.Contains(err.Error(), "migrations.lock-timeout") {
 		t.Errorf("lock-timeout soon: %v, want a config error naming migrations.lock-timeout", err)
 	}
+}
+
+// A key-store migration that cannot run in a transaction (an index built
+// CONCURRENTLY) is written so that each tool runs it without one.
+func TestMigrationsOutsideTransaction(t *testing.T) {
+	markers := map[string][]string{
+		generator.FormatGoose:  {"-- +goose NO TRANSACTION\n"},
+		generator.FormatTern:   {"---- tern: disable-tx ----\n", "---- tern: disable-tx ----\n"},
+		generator.FormatDbmate: {"-- migrate:up transaction:false\n", "-- migrate:down transaction:false\n"},
+		// golang-migrate runs a file as one string, in no transaction
+		// of its own: the file holds the one statement alone.
+		generator.FormatGolangMigrate: nil,
+	}
+	for _, format := range generator.MigrationFormats() {
+		files, _, err := generator.MigrationFiles(t.TempDir(), generator.Migrations{Dir: "m", Format: format})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found int
+		for _, f := range files {
+			src := string(f.Content)
+			if !strings.Contains(f.Path, "emptied_rows_index") {
+				for _, m := range []string{"NO TRANSACTION", "disable-tx", "transaction:false"} {
+					if strings.Contains(src, m) {
+						t.Errorf("%s: %s runs outside a transaction (%q), but needs one", format, f.Path, m)
+					}
+				}
+				continue
+			}
+			found++
+			for _, m := range markers[format] {
+				if got, want := strings.Count(src, m), strings.Count(strings.Join(markers[format], ""), m); got != want {
+					t.Errorf("%s: %s has %q %d times, want %d:\n%s", format, f.Path, m, got, want, src)
+				}
+			}
+			// One statement per direction, none of them SET LOCAL.
+			var statements int
+			for line := range strings.Lines(src) {
+				if !strings.HasPrefix(line, "--") && strings.HasSuffix(strings.TrimSpace(line), ";") {
+					statements++
+				}
+			}
+			if want := statementsPerFile(format); statements != want {
+				t.Errorf("%s: %s has %d statements, want %d:\n%s", format, f.Path, statements, want, src)
+			}
+		}
+		if want := map[bool]int{true: 2, false: 1}[format == generator.FormatGolangMigrate]; found != want {
+			t.Errorf("%s: %d files of the emptied-rows index, want %d", format, found, want)
+		}
+	}
+}
+
+// statementsPerFile is how many statements a file of the emptied-rows
+// index holds in format: both directions' where one file holds both.
+func statementsPerFile(format string) int {
+	if format == generator.FormatGolangMigrate {
+		return 1
+	}
+	return 2
 }

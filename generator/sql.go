@@ -111,19 +111,27 @@ func MigrationFiles(root string, m Migrations) (files []File, stale []string, er
 		}
 		_, rest, _ := strings.Cut(name, "_")
 		base := versions[name] + "_" + rest
+		// A statement that cannot run in a transaction runs without one in
+		// every tool, and without the lock timeout, which only a
+		// transaction scopes (see schema.OutsideTransaction).
+		upAlone, downAlone := schema.OutsideTransaction(upSQL), schema.OutsideTransaction(downSQL)
 		if m.Format == FormatGoose || m.Format == FormatTern || m.Format == FormatDbmate {
-			out, err := render(m.Format+".sql.tmpl", map[string]string{"Name": name, "Up": upSQL, "Down": downSQL, "LockTimeout": lockTimeout})
+			out, err := render(m.Format+".sql.tmpl", map[string]any{"Name": name, "Up": upSQL, "Down": downSQL, "LockTimeout": lockTimeout,
+				"UpAlone": upAlone, "DownAlone": downAlone})
 			if err != nil {
 				return nil, nil, err
 			}
 			files = append(files, File{Path: filepath.Join(m.Dir, base+".sql"), Content: out, Migration: true})
 			continue
 		}
-		for _, f := range []struct{ schema, file, sql string }{
-			{name + ".up.sql", base + ".up.sql", upSQL},
-			{name + ".down.sql", base + ".down.sql", downSQL},
+		for _, f := range []struct {
+			schema, file, sql string
+			alone             bool
+		}{
+			{name + ".up.sql", base + ".up.sql", upSQL, upAlone},
+			{name + ".down.sql", base + ".down.sql", downSQL, downAlone},
 		} {
-			out, err := render("migration.sql.tmpl", map[string]string{"Name": f.schema, "SQL": f.sql, "LockTimeout": lockTimeout})
+			out, err := render("migration.sql.tmpl", map[string]any{"Name": f.schema, "SQL": f.sql, "LockTimeout": lockTimeout, "Alone": f.alone})
 			if err != nil {
 				return nil, nil, err
 			}

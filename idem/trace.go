@@ -311,6 +311,9 @@ type TraceMaintenanceData struct {
 	Completed, CompletionFailed int
 	// Deleted and Emptied count the expired keys reaped.
 	Deleted, Emptied int
+	// DeletedEmptied counts the rows emptied earlier and deleted now,
+	// past the store's horizon for derived keys.
+	DeletedEmptied int
 	// Duration is the run's time.
 	Duration time.Duration
 	// Err is the first failure of the run.

@@ -178,8 +178,11 @@ their response. Run it by hand or from cron, for servers that do not run a
 pgstore.Janitor.
 `
 
-const reapAbout = `Reap deletes the stored responses whose TTL has passed, in batches. Run it
-by hand or from cron, for servers that do not run a pgstore.Janitor.
+const reapAbout = `Reap deletes the stored responses whose TTL has passed, in batches. The row
+of a key whose attempts derived keys for a provider is emptied instead,
+and deleted once it has been emptied for -emptied-for: until then the
+key's next use derives keys never sent before. Run it by hand or from
+cron, for servers that do not run a pgstore.Janitor.
 `
 
 const annotationsHelp = `Annotate the operations that must be idempotent:
@@ -550,6 +553,8 @@ func janitorCommand(cmd string) func(fs *flag.FlagSet) func(args []string, stdou
 			fs.StringVar(&o.config, "config", "", "with -fail, store the problem in the error shape of the errors section of this idemgen.yaml `file` (default: problem+json)")
 		} else {
 			fs.IntVar(&o.batch, "batch", 1000, "the most rows one statement deletes")
+			fs.DurationVar(&o.reap.EmptiedFor, "emptied-for", pgstore.DefaultEmptiedFor,
+				"how long an emptied row is kept after its TTL, longer than any provider remembers a derived key; negative keeps them for ever")
 		}
 		return func(args []string, stdout, stderr io.Writer) int {
 			o.databaseURL, o.dryRun = *databaseURL, *dryRun
@@ -574,6 +579,7 @@ type janitorOptions struct {
 	batch       int
 	timeout     time.Duration // per statement; 0 or less: the server's
 	sweep       pgstore.SweepOptions
+	reap        pgstore.ReapOptions
 }
 
 func runJanitor(cmd string, args []string, o janitorOptions, stderr io.Writer) int {
@@ -633,7 +639,11 @@ func runJanitor(cmd string, args []string, o janitorOptions, stderr io.Writer) i
 			summary = fmt.Sprintf("%s, left for a retry to take over; -fail marks them failed (%s)", count(res.Abandoned, "abandoned attempt"), elapsed(start))
 		}
 	} else {
-		reap := pgstore.ReapOptions{BatchSize: o.batch, DryRun: o.dryRun, Logger: log, StatementTimeout: statementTimeout(o.timeout)}
+		reap := o.reap
+		reap.BatchSize, reap.DryRun, reap.Logger, reap.StatementTimeout = o.batch, o.dryRun, log, statementTimeout(o.timeout)
+		if reap.EmptiedFor == 0 {
+			reap.EmptiedFor = time.Nanosecond // the flag's 0 is no wait; the option's, the default
+		}
 		res, err := store.Reap(ctx, reap)
 		if err != nil {
 			return databaseError(stderr, cmd, err)
@@ -647,6 +657,13 @@ func runJanitor(cmd string, args []string, o janitorOptions, stderr io.Writer) i
 				summary = fmt.Sprintf("deleted %s and emptied %s whose attempts derived keys, in %s (%s)",
 					count(res.Deleted, "expired key"), fmt.Sprint(res.Emptied)+" more", count(res.Batches, "batch"), elapsed(start))
 			}
+		}
+		if res.DeletedEmptied > 0 {
+			verb := "deleted"
+			if o.dryRun {
+				verb = "would be deleted"
+			}
+			summary += fmt.Sprintf("; %s emptied for %s or more %s", count(res.DeletedEmptied, "row"), o.reap.EmptiedFor, verb)
 		}
 	}
 	fmt.Fprintf(stderr, "idemgen: %s: %s\n", cmd, summary)

@@ -135,6 +135,11 @@ func TestMigrationFormats(t *testing.T) {
 			if !tableExists(t, url, "idempotency_keys") || !tableExists(t, url, "idempotency_secret") || !tableExists(t, url, "users") {
 				t.Fatal("after up: a table is missing")
 			}
+			// Built outside a transaction, as CONCURRENTLY must be: in one,
+			// the tool would have failed.
+			if !validIndex(t, url, "idempotency_keys_emptied_idx") {
+				t.Fatal("after up: the emptied rows' index is missing or invalid")
+			}
 			downs := max(tc.downs, 1)
 			if tc.downs < 0 {
 				downs = keyStoreMigrations(t)
@@ -146,11 +151,28 @@ func TestMigrationFormats(t *testing.T) {
 				t.Fatal("after down to the user's migration: the key table is still there, or the user's is gone")
 			}
 			runTool(tc.up(bin, dir, url))
-			if !tableExists(t, url, "idempotency_keys") {
-				t.Fatal("after up again: no key table")
+			if !tableExists(t, url, "idempotency_keys") || !validIndex(t, url, "idempotency_keys_emptied_idx") {
+				t.Fatal("after up again: no key table, or no valid emptied rows' index")
 			}
 		})
 	}
+}
+
+// validIndex reports whether the index exists and is valid (a CREATE
+// INDEX CONCURRENTLY that failed leaves an invalid one).
+func validIndex(t *testing.T, url, index string) bool {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var ok bool
+	err = conn.QueryRow(context.Background(), `SELECT coalesce((SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)), false)`, index).Scan(&ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
 }
 
 // withSSLDisabled adds sslmode=disable to a URL that sets no sslmode.

@@ -132,7 +132,7 @@ func New(opts Options) (*Tracer, error) {
 		metric.WithDescription("Abandoned attempts the janitor ended with the attempt-abandoned answer."))
 	add(e)
 	t.reaped, e = m.Int64Counter(MetricReaped, metric.WithUnit("{key}"),
-		metric.WithDescription("Expired keys the janitor reaped, by idem.action: deleted, or emptied to keep their generation."))
+		metric.WithDescription("Expired keys the janitor reaped, by idem.action: deleted, emptied to keep their generation, or deleted_emptied once emptied long enough."))
 	add(e)
 	t.completer, e = m.Int64Counter(MetricCompleter, metric.WithUnit("{attempt}"),
 		metric.WithDescription("Abandoned attempts the completer drove to the end, by idem.action: completed or failed."))
@@ -260,6 +260,9 @@ func (t *Tracer) TraceMaintenance(ctx context.Context, d idem.TraceMaintenanceDa
 	}
 	if d.Emptied > 0 {
 		t.reaped.Add(ctx, int64(d.Emptied), metric.WithAttributes(AttrAction.String("emptied")))
+	}
+	if d.DeletedEmptied > 0 {
+		t.reaped.Add(ctx, int64(d.DeletedEmptied), metric.WithAttributes(AttrAction.String("deleted_emptied")))
 	}
 	if d.Completed > 0 {
 		t.completer.Add(ctx, int64(d.Completed), metric.WithAttributes(AttrAction.String("completed")))

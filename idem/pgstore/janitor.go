@@ -75,8 +75,23 @@ type SweepResult struct {
 	Batches int
 }
 
+// DefaultEmptiedFor is how long Reap keeps an emptied row after its key's
+// TTL ended. Providers forget the idempotency keys they were sent within
+// days (Stripe after 24 hours, others after 7 or 30 days); past the
+// longest of those, the key's next use may derive the same keys as its
+// first again, so its row need not stay.
+const DefaultEmptiedFor = 90 * 24 * time.Hour
+
 // ReapOptions configure Store.Reap; the zero value works.
 type ReapOptions struct {
+	// EmptiedFor is how long the emptied row of a key whose attempts
+	// derived keys is kept after its TTL ended, before it is deleted:
+	// longer than any provider the operations send derived keys to
+	// remembers a key. Once it is deleted, the key's next use is its
+	// first again and derives the first use's keys, which such a provider
+	// would take for a retry of the first use. Zero means
+	// DefaultEmptiedFor; negative keeps emptied rows for ever.
+	EmptiedFor time.Duration
 	// BatchSize bounds the rows one statement deletes; zero means 1000.
 	BatchSize int
 	// StatementTimeout bounds each statement Reap sends, as
@@ -99,6 +114,9 @@ type ReapResult struct {
 	// the key's generation, so that its next use derives keys never used
 	// before.
 	Emptied int
+	// DeletedEmptied counts the emptied rows deleted (or, with DryRun,
+	// that would be) once they were emptied for ReapOptions.EmptiedFor.
+	DeletedEmptied int
 	// Batches counts the statements that deleted rows.
 	Batches int
 }
@@ -156,6 +174,9 @@ func (o ReapOptions) withDefaults() (ReapOptions, error) {
 		return o, err
 	}
 	o.BatchSize = batch
+	if o.EmptiedFor == 0 {
+		o.EmptiedFor = DefaultEmptiedFor
+	}
 	if o.StatementTimeout == 0 {
 		o.StatementTimeout = defaultStatementTimeout
 	}
@@ -342,9 +363,10 @@ func (s *Store) reportAbandoned(ctx context.Context, opts SweepOptions) (SweepRe
 // first; with DryRun it only counts them. The row of a key whose attempts
 // derived a key (Attempt.DerivedKey) is emptied instead: it keeps only the
 // key and its generation, so that the key's next use counts the next
-// generation and never repeats a derived key. In-flight rows are never
-// deleted, even past their TTL: a sweep with Fail completes abandoned
-// ones, and a later Reap deletes them.
+// generation and never repeats a derived key; once it has been emptied
+// for EmptiedFor, it is deleted. In-flight rows are never deleted, even
+// past their TTL: a sweep with Fail completes abandoned ones, and a later
+// Reap deletes them.
 //
 // Rows another transaction holds, such as a claim replacing an expired
 // key, are skipped rather than waited for, so reapers on several
@@ -362,50 +384,72 @@ func (s *Store) reap(ctx context.Context, opts ReapOptions, pause func(context.C
 		return ReapResult{}, fmt.Errorf("pgstore: reap: %w", err)
 	}
 	start := time.Now()
+	emptiedFor, keepEmptied := opts.EmptiedFor.Milliseconds(), opts.EmptiedFor < 0
 	if opts.DryRun {
-		var n int64
+		var n, emptied int64
 		err := s.timedStatement(ctx, opts.StatementTimeout, func(ctx context.Context, q *dbsqlc.Queries) (err error) {
-			n, err = q.CountExpired(ctx)
+			if n, err = q.CountExpired(ctx); err != nil || keepEmptied {
+				return err
+			}
+			emptied, err = q.CountEmptied(ctx, emptiedFor)
 			return err
 		})
 		if err != nil {
 			return ReapResult{}, fmt.Errorf("pgstore: reap: count expired keys: %w", err)
 		}
-		opts.Logger.LogAttrs(ctx, quietIfNone(int(n)), "idem: found expired keys",
+		opts.Logger.LogAttrs(ctx, quietIfNone(int(n+emptied)), "idem: found expired keys",
 			slog.Int64("expired", n),
+			slog.Int64("emptied_past_horizon", emptied),
 			slog.Bool("dry_run", true),
 			slog.Duration("took", time.Since(start)))
-		return ReapResult{Deleted: int(n)}, nil
+		return ReapResult{Deleted: int(n), DeletedEmptied: int(emptied)}, nil
 	}
 	var res ReapResult
-	for {
+	// Expired keys first, then the rows emptied long enough, each in
+	// batches until a batch comes back short.
+	for emptying := true; ; {
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("pgstore: reap: %w", err)
 		}
-		var row dbsqlc.ReapExpiredRow
-		err := s.timedStatement(ctx, opts.StatementTimeout, func(ctx context.Context, q *dbsqlc.Queries) (err error) {
-			row, err = q.ReapExpired(ctx, int32(opts.BatchSize))
+		var n int64
+		err := s.timedStatement(ctx, opts.StatementTimeout, func(ctx context.Context, q *dbsqlc.Queries) error {
+			if emptying {
+				row, err := q.ReapExpired(ctx, int32(opts.BatchSize))
+				res.Deleted += int(row.Deleted)
+				res.Emptied += int(row.Emptied)
+				n = row.Deleted + row.Emptied
+				return err
+			}
+			var err error
+			n, err = q.DeleteEmptied(ctx, dbsqlc.DeleteEmptiedParams{EmptiedForMs: emptiedFor, BatchSize: int32(opts.BatchSize)})
+			res.DeletedEmptied += int(n)
 			return err
 		})
 		if err != nil {
-			return res, fmt.Errorf("pgstore: reap: delete expired keys: %w", err)
+			what := "delete expired keys"
+			if !emptying {
+				what = "delete emptied rows"
+			}
+			return res, fmt.Errorf("pgstore: reap: %s: %w", what, err)
 		}
-		n := row.Deleted + row.Emptied
 		if n > 0 {
 			res.Batches++
-			res.Deleted += int(row.Deleted)
-			res.Emptied += int(row.Emptied)
 		}
 		if n < int64(opts.BatchSize) {
-			break
+			if !emptying || keepEmptied {
+				break
+			}
+			emptying = false
+			continue
 		}
 		if pause != nil {
 			pause(ctx)
 		}
 	}
-	opts.Logger.LogAttrs(ctx, quietIfNone(res.Deleted+res.Emptied), "idem: reaped expired keys",
+	opts.Logger.LogAttrs(ctx, quietIfNone(res.Deleted+res.Emptied+res.DeletedEmptied), "idem: reaped expired keys",
 		slog.Int("deleted", res.Deleted),
 		slog.Int("emptied", res.Emptied),
+		slog.Int("deleted_emptied", res.DeletedEmptied),
 		slog.Int("batches", res.Batches),
 		slog.Duration("took", time.Since(start)))
 	return res, nil
@@ -582,12 +626,13 @@ func (j *Janitor) report(ctx context.Context, run JanitorRun) {
 	if j.tracer != nil {
 		// Told even of a run cut short by the end of ctx.
 		j.tracer.TraceMaintenance(context.WithoutCancel(ctx), idem.TraceMaintenanceData{
-			Abandoned: run.Sweep.Abandoned,
-			Failed:    run.Sweep.Failed,
-			Deleted:   run.Reap.Deleted,
-			Emptied:   run.Reap.Emptied,
-			Duration:  run.Took,
-			Err:       run.Err,
+			Abandoned:      run.Sweep.Abandoned,
+			Failed:         run.Sweep.Failed,
+			Deleted:        run.Reap.Deleted,
+			Emptied:        run.Reap.Emptied,
+			DeletedEmptied: run.Reap.DeletedEmptied,
+			Duration:       run.Took,
+			Err:            run.Err,
 		})
 	}
 	if j.opts.OnRun != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/idemgen/idemgen/schema"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // migrateLock serialises migrations across processes starting at once.
@@ -127,20 +128,19 @@ func (m *Migrator) Up(ctx context.Context, target int) ([]MigrationResult, error
 	}
 	var done []MigrationResult
 	for {
+		var alone *migration
 		r, err := m.step(ctx, "up", func(ctx context.Context, tx pgx.Tx, applied []appliedMigration) (*migration, error) {
 			if err := servable(applied, m.all[len(m.all)-1]); err != nil {
 				return nil, err
 			}
 			// Read afresh on every try: another migrator may have applied
 			// the one a try that gave up on its lock had found.
-			var next *migration
-			for i := range m.all {
-				if x := &m.all[i]; x.version <= target && !isApplied(applied, x.version) {
-					next = x
-					break
-				}
-			}
+			next := m.nextUp(applied, target)
 			if next == nil {
+				return nil, nil
+			}
+			if next.upAlone {
+				alone = next
 				return nil, nil
 			}
 			if _, err := tx.Exec(ctx, next.up); err != nil {
@@ -152,12 +152,55 @@ func (m *Migrator) Up(ctx context.Context, target int) ([]MigrationResult, error
 			}
 			return next, nil
 		})
+		if err == nil && alone != nil {
+			r, err = m.stepAlone(ctx, "up", func(ctx context.Context, conn *pgx.Conn, applied []appliedMigration) (*migration, error) {
+				if err := servable(applied, m.all[len(m.all)-1]); err != nil {
+					return nil, err
+				}
+				if next := m.nextUp(applied, target); next != alone {
+					return next, errMovedOn // another migrator went on meanwhile
+				}
+				// A build cut short (a CREATE INDEX CONCURRENTLY whose
+				// process died) leaves an invalid index that would stay:
+				// the down file clears what is left of it.
+				if _, err := conn.Exec(ctx, alone.down); err != nil {
+					return nil, fmt.Errorf("pgstore: migrate up %s: clear what an earlier try left: %w", alone.name, err)
+				}
+				if _, err := conn.Exec(ctx, alone.up); err != nil {
+					return nil, fmt.Errorf("pgstore: migrate up %s: %w", alone.name, err)
+				}
+				if _, err := conn.Exec(ctx, `INSERT INTO idemgen_schema_migrations (version, name, compatible_from) VALUES ($1, $2, nullif($3, 0))`,
+					alone.version, alone.name, alone.compatibleFrom); err != nil {
+					return nil, fmt.Errorf("pgstore: migrate up %s: record it: %w", alone.name, err)
+				}
+				return alone, nil
+			})
+			if errors.Is(err, errMovedOn) {
+				continue
+			}
+		}
 		if err != nil || r == nil {
 			return done, err
 		}
 		done = append(done, *r)
 	}
 }
+
+// nextUp is the first of this code's migrations up to target that the
+// database lacks; nil when it has them all.
+func (m *Migrator) nextUp(applied []appliedMigration, target int) *migration {
+	for i := range m.all {
+		if x := &m.all[i]; x.version <= target && !isApplied(applied, x.version) {
+			return x
+		}
+	}
+	return nil
+}
+
+// errMovedOn tells Up and Down that, by the time a migration outside a
+// transaction had its lock, another migrator had applied or rolled it
+// back: the next one is looked for again.
+var errMovedOn = errors.New("pgstore: migrate: another migrator went on")
 
 // Down rolls back the applied migrations numbered above target, newest
 // first, each with its down file, and returns those it rolled back. It
@@ -169,17 +212,16 @@ func (m *Migrator) Down(ctx context.Context, target int) ([]MigrationResult, err
 	}
 	var done []MigrationResult
 	for {
+		var alone *migration
 		r, err := m.step(ctx, "down", func(ctx context.Context, tx pgx.Tx, applied []appliedMigration) (*migration, error) {
-			if len(applied) == 0 || applied[len(applied)-1].version <= target {
+			x, err := m.nextDown(applied, target)
+			if x == nil || err != nil {
+				return nil, err
+			}
+			if x.downAlone {
+				alone = x
 				return nil, nil
 			}
-			last := applied[len(applied)-1]
-			i := slices.IndexFunc(m.all, func(x migration) bool { return x.version == last.version })
-			if i < 0 {
-				return nil, fmt.Errorf("%w: the database has migration %s, which this code does not know; roll it back with the release that applied it (its idemgen migrate down -to %d)",
-					ErrSchemaNewer, last.name, m.Latest())
-			}
-			x := &m.all[i]
 			if _, err := tx.Exec(ctx, x.down); err != nil {
 				return nil, fmt.Errorf("pgstore: migrate down %s: %w", x.name, err)
 			}
@@ -188,11 +230,43 @@ func (m *Migrator) Down(ctx context.Context, target int) ([]MigrationResult, err
 			}
 			return x, nil
 		})
+		if err == nil && alone != nil {
+			r, err = m.stepAlone(ctx, "down", func(ctx context.Context, conn *pgx.Conn, applied []appliedMigration) (*migration, error) {
+				if x, err := m.nextDown(applied, target); x != alone || err != nil {
+					return x, errors.Join(errMovedOn, err)
+				}
+				if _, err := conn.Exec(ctx, alone.down); err != nil {
+					return nil, fmt.Errorf("pgstore: migrate down %s: %w", alone.name, err)
+				}
+				if _, err := conn.Exec(ctx, `DELETE FROM idemgen_schema_migrations WHERE version = $1`, alone.version); err != nil {
+					return nil, fmt.Errorf("pgstore: migrate down %s: unrecord it: %w", alone.name, err)
+				}
+				return alone, nil
+			})
+			if errors.Is(err, errMovedOn) {
+				continue
+			}
+		}
 		if err != nil || r == nil {
 			return done, err
 		}
 		done = append(done, *r)
 	}
+}
+
+// nextDown is the newest applied migration above target, which Down rolls
+// back next; nil when there is none.
+func (m *Migrator) nextDown(applied []appliedMigration, target int) (*migration, error) {
+	if len(applied) == 0 || applied[len(applied)-1].version <= target {
+		return nil, nil
+	}
+	last := applied[len(applied)-1]
+	i := slices.IndexFunc(m.all, func(x migration) bool { return x.version == last.version })
+	if i < 0 {
+		return nil, fmt.Errorf("%w: the database has migration %s, which this code does not know; roll it back with the release that applied it (its idemgen migrate down -to %d)",
+			ErrSchemaNewer, last.name, m.Latest())
+	}
+	return &m.all[i], nil
 }
 
 // Status lists this code's migrations and any newer ones the database
@@ -235,9 +309,15 @@ func (m *Migrator) Status(ctx context.Context) ([]MigrationStatus, error) {
 // is tried again after a pause. It returns nil when do found nothing to
 // do.
 func (m *Migrator) step(ctx context.Context, dir string, do func(context.Context, pgx.Tx, []appliedMigration) (*migration, error)) (*MigrationResult, error) {
+	return m.retry(ctx, dir, func() (*migration, error) { return m.try(ctx, do) })
+}
+
+// retry runs one try of a migration until it succeeds, or fails for a
+// cause other than a lock, or has been tried Attempts times.
+func (m *Migrator) retry(ctx context.Context, dir string, once func() (*migration, error)) (*MigrationResult, error) {
 	for try := 0; ; try++ {
 		start := time.Now()
-		x, err := m.try(ctx, do)
+		x, err := once()
 		if err == nil {
 			if x == nil {
 				return nil, nil
@@ -266,15 +346,118 @@ func (m *Migrator) step(ctx context.Context, dir string, do func(context.Context
 	}
 }
 
-func (m *Migrator) try(ctx context.Context, do func(context.Context, pgx.Tx, []appliedMigration) (*migration, error)) (*migration, error) {
-	tx, err := m.db.Begin(ctx)
+// stepAlone runs one migration that cannot run in a transaction, such as
+// a CREATE INDEX CONCURRENTLY, which lets writes to the table go on while
+// it builds: on a session of its own that holds the migrators' lock (the
+// session kind of the lock step takes) from before it reads what is
+// applied until do has recorded what it did. No lock_timeout bounds its
+// statements: they take no lock that stalls requests, and they wait for
+// the transactions that run before them to end. A deadlock with an older
+// migrator that waits for the migrators' lock inside a transaction (which
+// such a build waits for in turn) is retried as a busy lock is.
+func (m *Migrator) stepAlone(ctx context.Context, dir string, do func(context.Context, *pgx.Conn, []appliedMigration) (*migration, error)) (*MigrationResult, error) {
+	return m.retry(ctx, dir, func() (*migration, error) { return m.tryAlone(ctx, do) })
+}
+
+func (m *Migrator) tryAlone(ctx context.Context, do func(context.Context, *pgx.Conn, []appliedMigration) (*migration, error)) (*migration, error) {
+	conn, release, err := session(ctx, m.db)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: migrate: %w", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrateLock)); err != nil {
-		return nil, fmt.Errorf("pgstore: migrate: lock: %w", err)
+	defer release()
+	// Each try is a transaction of its own, as lockedTx's are.
+	err = lockMigrators(ctx, func() (got bool, err error) {
+		err = conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", int64(migrateLock)).Scan(&got)
+		return got, err
+	})
+	if err != nil {
+		return nil, err
 	}
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(migrateLock)); err != nil {
+			// A session left holding the lock would stop every migrator.
+			conn.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	var applied []appliedMigration
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if err := versionTable(ctx, tx); err != nil {
+			return err
+		}
+		applied, err = appliedVersions(ctx, tx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return do(ctx, conn, applied)
+}
+
+// lockedTx begins a transaction that holds the migrators' lock. It never
+// waits for the lock inside a statement, nor in a transaction: a CREATE
+// INDEX CONCURRENTLY that another migrator runs under the lock waits for
+// every transaction that was open when it began, and one waiting for its
+// lock would never end. So it tries the lock, and while another migrator
+// has it, ends the transaction and tries again after a pause.
+func (m *Migrator) lockedTx(ctx context.Context) (pgx.Tx, error) {
+	var tx pgx.Tx
+	err := lockMigrators(ctx, func() (bool, error) {
+		var err error
+		if tx, err = m.db.Begin(ctx); err != nil {
+			return false, err
+		}
+		var got bool
+		if err = tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1)", int64(migrateLock)).Scan(&got); err != nil || !got {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+		return got, err
+	})
+	return tx, err
+}
+
+// lockMigrators calls try, which tries to take the migrators' lock, until
+// it has it, pausing in between.
+func lockMigrators(ctx context.Context, try func() (bool, error)) error {
+	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
+		got, err := try()
+		if err != nil {
+			return fmt.Errorf("pgstore: migrate: lock: %w", err)
+		}
+		if got {
+			return nil
+		}
+		select {
+		case <-time.After(pause/2 + rand.N(pause/2+1)):
+		case <-ctx.Done():
+			return fmt.Errorf("pgstore: migrate: wait for another migrator: %w", ctx.Err())
+		}
+	}
+}
+
+// session returns a connection of db to hold for statements that must
+// share a session, and what gives it back.
+func session(ctx context.Context, db DB) (*pgx.Conn, func(), error) {
+	switch db := db.(type) {
+	case *pgx.Conn:
+		return db, func() {}, nil
+	case interface {
+		Acquire(context.Context) (*pgxpool.Conn, error)
+	}:
+		c, err := db.Acquire(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c.Conn(), c.Release, nil
+	}
+	return nil, nil, fmt.Errorf("a migration that runs outside a transaction needs a connection of its own, which a %T cannot lend: migrate with a *pgxpool.Pool or a *pgx.Conn", db)
+}
+
+func (m *Migrator) try(ctx context.Context, do func(context.Context, pgx.Tx, []appliedMigration) (*migration, error)) (*migration, error) {
+	tx, err := m.lockedTx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
 	// Set after the migrators' lock, which is theirs alone to wait for.
 	if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", strconv.FormatInt(m.opts.LockTimeout.Milliseconds(), 10)); err != nil {
 		return nil, fmt.Errorf("pgstore: migrate: lock_timeout: %w", err)
@@ -373,6 +556,10 @@ type migration struct {
 	version  int
 	name     string // 0002_phased_attempts
 	up, down string
+	// upAlone and downAlone are set for a file that says "--
+	// no-transaction" on a line of its own: its one statement cannot run
+	// in a transaction (see Migrator.stepAlone).
+	upAlone, downAlone bool
 	// compatibleFrom is the oldest migration whose code may still serve
 	// a database with this one applied (the up file's "-- compatible-from:"
 	// line); 0 when the file declares none, and only code that knows
@@ -423,7 +610,8 @@ func migrations() ([]migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("migration %s: %w", file, err)
 		}
-		out = append(out, migration{version, name, string(up), string(down), from})
+		out = append(out, migration{version: version, name: name, up: string(up), down: string(down),
+			upAlone: schema.OutsideTransaction(string(up)), downAlone: schema.OutsideTransaction(string(down)), compatibleFrom: from})
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/idem/pgstore"
@@ -395,4 +397,106 @@ func TestFilterEpochOutlivesRollback(t *testing.T) {
 	if e := epoch(); e <= moved {
 		t.Fatalf("after a forget during a rollback and the upgrade again, the epoch is %d, not past %d", e, moved)
 	}
+}
+
+// The emptied rows' index (migration 0012) is built CONCURRENTLY, outside
+// a transaction: while an open transaction that wrote to the key table
+// keeps the build waiting, other writes to the table go on; a migrator
+// started meanwhile waits its turn; and the build ends with the
+// transaction. A build cut short, which leaves an index of that name
+// behind, is built again whole.
+func TestIndexBuildLetsWritesGoOn(t *testing.T) {
+	t.Parallel()
+	ctx := bounded(t)
+	pool := newPool(t, nil)
+	m, err := pgstore.NewMigrator(pool, pgstore.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const index = 12
+	for round, leftover := range []bool{false, true} {
+		if _, err := m.Down(ctx, index-1); err != nil {
+			t.Fatal(err)
+		}
+		waiting := "CREATE INDEX CONCURRENTLY"
+		if leftover {
+			// What a build cut short leaves: an index of the name, not the
+			// one the migration builds. Its drop waits first.
+			if _, err := pool.Exec(ctx, `CREATE INDEX idempotency_keys_emptied_idx ON idempotency_keys (created_at)`); err != nil {
+				t.Fatal(err)
+			}
+			waiting = "DROP INDEX CONCURRENTLY"
+		}
+		buildWhileWriting(ctx, t, pool, m, waiting, round)
+	}
+}
+
+// buildWhileWriting applies the migrations with a transaction that wrote
+// to the key table open, checks that the statement waiting waits for it
+// while other writes and migrators go on, and that the index is built.
+func buildWhileWriting(ctx context.Context, t *testing.T, pool *pgxpool.Pool, m *pgstore.Migrator, waiting string, round int) {
+	t.Helper()
+	insert := func(ctx context.Context, q interface {
+		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+	}, key string) error {
+		_, err := q.Exec(ctx, `INSERT INTO idempotency_keys (scope, operation, key, fingerprint, expires_at) VALUES ('s', 'o', $1, 'fp', now() + interval '1 hour')`, key)
+		return err
+	}
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(context.Background())
+	if err := insert(ctx, holder, fmt.Sprint("held", round)); err != nil {
+		t.Fatal(err)
+	}
+
+	built := make(chan error, 2)
+	go func() { _, err := m.Up(ctx, 0); built <- err }()
+	// Wait until the build waits for the holder's transaction.
+	for {
+		var waits bool
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND query LIKE '%' || $1 || '%' AND wait_event_type = 'Lock')`, waiting).Scan(&waits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waits {
+			break
+		}
+		select {
+		case err := <-built:
+			t.Fatalf("the index was built (%v) while a transaction that wrote to the table was open", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	// A write meanwhile is not held up by the build.
+	if err := insert(ctx, pool, fmt.Sprint("meanwhile", round)); err != nil {
+		t.Fatalf("a write while the index builds: %v", err)
+	}
+	// Nor is a second migrator's start; it waits its turn.
+	other, err := pgstore.NewMigrator(pool, pgstore.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, err := other.Up(ctx, 0); built <- err }()
+	if err := holder.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-built; err != nil {
+			t.Fatalf("Up: %v", err)
+		}
+	}
+	var def string
+	var valid bool
+	err = pool.QueryRow(ctx, `SELECT pg_get_indexdef(i.indexrelid), i.indisvalid FROM pg_index AS i
+		WHERE i.indexrelid = 'idempotency_keys_emptied_idx'::regclass`).Scan(&def, &valid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !valid || !strings.Contains(def, "(expires_at) WHERE (status = 'expired'::text)") {
+		t.Errorf("the index after Up is %q (valid %v), want the emptied rows' by expires_at", def, valid)
+	}
+	wantAllOnce(t, pool)
 }

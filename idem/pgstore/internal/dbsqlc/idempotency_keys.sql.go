@@ -223,6 +223,19 @@ func (q *Queries) CountAbandoned(ctx context.Context, abandonedForMs int64) (int
 	return count, err
 }
 
+const countEmptied = `-- name: CountEmptied :one
+SELECT count(*) FROM idempotency_keys
+WHERE status = 'expired'
+  AND expires_at <= now() - $1::bigint * interval '1 millisecond'
+`
+
+func (q *Queries) CountEmptied(ctx context.Context, emptiedForMs int64) (int64, error) {
+	row := q.db.QueryRow(ctx, countEmptied, emptiedForMs)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const countExpired = `-- name: CountExpired :one
 SELECT count(*) FROM idempotency_keys
 WHERE status = 'completed' AND expires_at <= now()
@@ -233,6 +246,39 @@ func (q *Queries) CountExpired(ctx context.Context) (int64, error) {
 	var count int64
 	err := row.Scan(&count)
 	return count, err
+}
+
+const deleteEmptied = `-- name: DeleteEmptied :execrows
+WITH due AS (
+    SELECT scope, operation, key
+    FROM idempotency_keys
+    WHERE status = 'expired'
+      AND expires_at <= now() - $1::bigint * interval '1 millisecond'
+    ORDER BY expires_at
+    LIMIT $2::integer
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM idempotency_keys AS k
+USING due AS e
+WHERE k.scope = e.scope AND k.operation = e.operation AND k.key = e.key
+`
+
+type DeleteEmptiedParams struct {
+	EmptiedForMs int64
+	BatchSize    int32
+}
+
+// Deletes up to batch_size rows that the reaper emptied at least
+// emptied_for_ms after their TTL ended, oldest first, when no provider
+// still remembers the keys their attempts derived: the key's next use is
+// its first again. Found by the index of migration 0012; rows another
+// transaction holds, such as a claim of the key's next use, are skipped.
+func (q *Queries) DeleteEmptied(ctx context.Context, arg DeleteEmptiedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteEmptied, arg.EmptiedForMs, arg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const deleteKey = `-- name: DeleteKey :exec

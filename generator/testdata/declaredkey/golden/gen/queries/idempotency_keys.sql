@@ -255,6 +255,30 @@ WITH due AS (
 )
 SELECT (SELECT count(*) FROM deleted)::bigint AS deleted, (SELECT count(*) FROM emptied)::bigint AS emptied;
 
+-- name: DeleteEmptied :execrows
+-- Deletes up to batch_size rows that the reaper emptied at least
+-- emptied_for_ms after their TTL ended, oldest first, when no provider
+-- still remembers the keys their attempts derived: the key's next use is
+-- its first again. Found by the index of migration 0012; rows another
+-- transaction holds, such as a claim of the key's next use, are skipped.
+WITH due AS (
+    SELECT scope, operation, key
+    FROM idempotency_keys
+    WHERE status = 'expired'
+      AND expires_at <= now() - sqlc.arg(emptied_for_ms)::bigint * interval '1 millisecond'
+    ORDER BY expires_at
+    LIMIT sqlc.arg(batch_size)::integer
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM idempotency_keys AS k
+USING due AS e
+WHERE k.scope = e.scope AND k.operation = e.operation AND k.key = e.key;
+
+-- name: CountEmptied :one
+SELECT count(*) FROM idempotency_keys
+WHERE status = 'expired'
+  AND expires_at <= now() - sqlc.arg(emptied_for_ms)::bigint * interval '1 millisecond';
+
 -- name: CountExpired :one
 SELECT count(*) FROM idempotency_keys
 WHERE status = 'completed' AND expires_at <= now();
