@@ -54,12 +54,12 @@ func TestMigrationsFitTheFolder(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "README"), []byte("not a migration\n"))
 
 	first := writeMigrations(t, root, generator.FormatGoose)
-	want := []string{"00001_init.sql", "00002_orders.sql", "00003_idempotency_keys.sql", "00004_phased_attempts.sql", "00005_key_generations.sql", "00006_pipelined_attempts.sql", "00007_lookup_claims.sql", "00008_retained_generations.sql", "00009_completer_requests.sql", "00010_claim_handover.sql", "00011_derived_by_default.sql", "00012_claims_keep_session_settings.sql", "00013_replay_filter_epoch.sql", "00014_emptied_rows_index.sql", "README"}
+	want := []string{"00001_init.sql", "00002_orders.sql", "00003_idempotency_keys.sql", "00004_phased_attempts.sql", "00005_key_generations.sql", "00006_pipelined_attempts.sql", "00007_lookup_claims.sql", "00008_retained_generations.sql", "00009_completer_requests.sql", "00010_claim_handover.sql", "00011_derived_by_default.sql", "00012_claims_keep_session_settings.sql", "00013_replay_filter_epoch.sql", "00014_emptied_rows_index.sql", "00015_derived_per_request.sql", "README"}
 	if got := names(t, dir); !slices.Equal(got, want) {
 		t.Fatalf("after goose: %q, want %q", got, want)
 	}
 	// A second run changes nothing, even with a later user migration.
-	writeFile(t, filepath.Join(dir, "00015_items.sql"), []byte("-- +goose Up\nCREATE TABLE items (id int);\n"))
+	writeFile(t, filepath.Join(dir, "00016_items.sql"), []byte("-- +goose Up\nCREATE TABLE items (id int);\n"))
 	again, stale, err := generator.MigrationFiles(root, generator.Migrations{Dir: "migrations", Format: generator.FormatGoose})
 	if err != nil || len(stale) != 0 {
 		t.Fatal(err, stale)
@@ -86,7 +86,8 @@ func TestMigrationsFitTheFolder(t *testing.T) {
 		"00012_claims_keep_session_settings.down.sql", "00012_claims_keep_session_settings.up.sql",
 		"00013_replay_filter_epoch.down.sql", "00013_replay_filter_epoch.up.sql",
 		"00014_emptied_rows_index.down.sql", "00014_emptied_rows_index.up.sql",
-		"00015_items.sql", "README"}
+		"00015_derived_per_request.down.sql", "00015_derived_per_request.up.sql",
+		"00016_items.sql", "README"}
 	if got := names(t, dir); !slices.Equal(got, want) {
 		t.Fatalf("after switching to golang-migrate: %q, want %q", got, want)
 	}
@@ -138,7 +139,7 @@ func TestDbmateTimestamps(t *testing.T) {
 	if _, err := (&generator.Result{Files: files}).Write(root); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"20261124093000_idempotency_keys.sql", "20261124093001_phased_attempts.sql", "20261124093002_key_generations.sql", "20261124093003_pipelined_attempts.sql", "20261124093004_lookup_claims.sql", "20261124093005_retained_generations.sql", "20261124093006_completer_requests.sql", "20261124093007_claim_handover.sql", "20261124093008_derived_by_default.sql", "20261124093009_claims_keep_session_settings.sql", "20261124093010_replay_filter_epoch.sql", "20261124093011_emptied_rows_index.sql"}
+	want := []string{"20261124093000_idempotency_keys.sql", "20261124093001_phased_attempts.sql", "20261124093002_key_generations.sql", "20261124093003_pipelined_attempts.sql", "20261124093004_lookup_claims.sql", "20261124093005_retained_generations.sql", "20261124093006_completer_requests.sql", "20261124093007_claim_handover.sql", "20261124093008_derived_by_default.sql", "20261124093009_claims_keep_session_settings.sql", "20261124093010_replay_filter_epoch.sql", "20261124093011_emptied_rows_index.sql", "20261124093012_derived_per_request.sql"}
 	if got := names(t, filepath.Join(root, "migrations")); !slices.Equal(got, want) {
 		t.Fatalf("files %q, want %q", got, want)
 	}

@@ -52,6 +52,7 @@ type AbandonedAttempt struct {
 	RecoveryPoint string
 	Attempt       int64
 	Generation    int64
+	PerRequest    bool // see Record.PerRequest
 }
 
 // AbandonedFinder is a Store that lists abandoned attempts for the
@@ -300,7 +301,7 @@ func (e *Engine[T]) resumeAttempt(ctx context.Context, op *Operation, a Abandone
 	if err != nil {
 		return nil, err
 	}
-	c := Claim{Fingerprint: a.Fingerprint, TTL: op.TTL, Lease: op.Lease, Attempt: a.Attempt, Generation: a.Generation, Takeover: true}
+	c := Claim{Fingerprint: a.Fingerprint, TTL: op.TTL, Lease: op.Lease, Attempt: a.Attempt, Generation: a.Generation, Takeover: true, PerRequest: a.PerRequest}
 	step := e.startStep(ctx, op, StepClaim, a.RecoveryPoint)
 	lease, err := e.store.Lease(ctx, a.ID, c)
 	e.endLookup(ctx, step, err)
@@ -308,7 +309,7 @@ func (e *Engine[T]) resumeAttempt(ctx context.Context, op *Operation, a Abandone
 		return nil, err
 	}
 	observed(ctx).claimed(c)
-	at := &Attempt[T]{id: a.ID, secret: secret, generation: c.Generation, point: lease.RecoveryPoint()}
+	at := &Attempt[T]{id: a.ID, secret: secret, generation: c.Generation, point: lease.RecoveryPoint(), perRequest: c.PerRequest, fingerprint: c.Fingerprint}
 	return e.runPhases(ctx, op, lease, at, run)
 }
 

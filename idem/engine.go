@@ -122,6 +122,21 @@ type Options struct {
 	// uses the store's own secret, which its migrations create; set it to
 	// share derived keys across stores.
 	Secret []byte
+	// DerivedKeysPerRequest makes the keys a new use of a key derives
+	// (Attempt.DerivedKey) depend on its request too: a request that
+	// reuses a key after a failed attempt with another body then gets
+	// keys of its own, rather than the failed attempt's, which a provider
+	// would take for a retry of it, while a retry of the same request
+	// keeps them. A key's row records which way its use derives, so an
+	// attempt that takes over or resumes derives as the use began,
+	// whatever this says.
+	//
+	// Turn it on once no instance of a release before v0.2.0 serves the
+	// store, on every instance in one step: an older instance derives the
+	// older way for a retry of an attempt that failed here without leaving
+	// a row (an atomic attempt), and so does an instance not yet switched.
+	// The next release turns it on by default.
+	DerivedKeysPerRequest bool
 	// StoreTimeout bounds each wait on the key store outside a handler
 	// (a lookup, a claim, a phase's start), and how long past its lease
 	// an attempt's handler, or a phase, runs before its context ends. A
@@ -156,6 +171,7 @@ type Engine[T any] struct {
 	tracer        Tracer
 	steps         StepTracer // the tracer's steps; nil when it has none
 	caps          resolved[T]
+	perRequest    bool // Options.DerivedKeysPerRequest
 
 	secret atomic.Pointer[[]byte] // read from the store at the first claim
 }
@@ -165,7 +181,8 @@ type Engine[T any] struct {
 // wrapper that would lose it without a word, which is a mistake in the
 // program, found at its start.
 func NewEngine[T any](store Store[T], opts Options) *Engine[T] {
-	e := &Engine[T]{store: store, scope: opts.Scope, log: opts.Logger, retryAfter: opts.RetryAfter, maxRetryAfter: opts.MaxRetryAfter, storeTimeout: opts.StoreTimeout, problems: opts.Problems}
+	e := &Engine[T]{store: store, scope: opts.Scope, log: opts.Logger, retryAfter: opts.RetryAfter, maxRetryAfter: opts.MaxRetryAfter, storeTimeout: opts.StoreTimeout, problems: opts.Problems,
+		perRequest: opts.DerivedKeysPerRequest}
 	caps, err := capabilitiesOf(store)
 	if err != nil {
 		panic(err)
@@ -201,6 +218,10 @@ type Attempt[T any] struct {
 	point      string
 	secret     []byte
 	nonce      string // the key of derived keys when the request sent none
+	// perRequest makes derived keys depend on fingerprint, the request's,
+	// as the key's use began (Record.PerRequest).
+	perRequest  bool
+	fingerprint []byte
 	// started is when the attempt, or in a phased operation its phase,
 	// began holding the key: one that ran for longer than its lease was
 	// ended by the store, not by an outage.
@@ -233,8 +254,11 @@ func (a *Attempt[T]) RecoveryPoint() string { return a.point }
 // name, such as a payment provider's charge: the same in every retry and
 // takeover of this use of the request's key, different for every other
 // key, scope, operation and name, and for the key's next generation (its
-// reuse after the TTL), and not computable by the client. For a request
-// sent without a key (its operation's key is optional) it is random.
+// reuse after the TTL), and not computable by the client. With
+// Options.DerivedKeysPerRequest it differs for every other request under
+// the key too, such as one that reuses it after a failed attempt. For a
+// request sent without a key (its operation's key is optional) it is
+// random.
 func (a *Attempt[T]) DerivedKey(name string) string {
 	if !a.derived.Swap(true) && a.recorder != nil {
 		a.recorder.RecordDerivation()
@@ -243,11 +267,18 @@ func (a *Attempt[T]) DerivedKey(name string) string {
 	if key == "" {
 		key = "\x00" + a.nonce // no valid Idempotency-Key starts with a NUL
 	}
-	parts := []string{"idemgen derived key v1", a.id.Scope, a.id.Operation, key, name}
-	if a.generation > 1 {
-		// The first generation's keys stay what they were before
-		// generations were counted, so attempts in flight keep theirs.
-		parts = append(parts, strconv.FormatInt(a.generation, 10))
+	var parts []string
+	switch {
+	case a.perRequest && a.id.Key != "":
+		parts = []string{"idemgen derived key v2", a.id.Scope, a.id.Operation, key, name,
+			strconv.FormatInt(a.generation, 10), string(a.fingerprint)}
+	default:
+		parts = []string{"idemgen derived key v1", a.id.Scope, a.id.Operation, key, name}
+		if a.generation > 1 {
+			// The first generation's keys stay what they were before
+			// generations were counted, so attempts in flight keep theirs.
+			parts = append(parts, strconv.FormatInt(a.generation, 10))
+		}
 	}
 	m := hmac.New(sha256.New, a.secret)
 	for _, s := range parts {
@@ -338,7 +369,7 @@ func (e *Engine[T]) serve(ctx context.Context, op *Operation, fingerprint []byte
 		var rec Record
 		var txn Txn[T]
 		err := e.waitStore(ctx, func(ctx context.Context) (err error) {
-			rec, txn, err = lc.LookupClaim(ctx, id, Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease, Generation: 1})
+			rec, txn, err = lc.LookupClaim(ctx, id, Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease, Generation: 1, PerRequest: e.perRequest})
 			return err
 		})
 		e.endLookup(ctx, step, err)
@@ -346,7 +377,7 @@ func (e *Engine[T]) serve(ctx context.Context, op *Operation, fingerprint []byte
 			return rec, outcome{}, err
 		}
 		observed(ctx).claimed(Claim{Generation: 1})
-		at := &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: 1}
+		at := &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: 1, perRequest: e.perRequest, fingerprint: fingerprint}
 		return rec, ran(e.execute(ctx, op, txn, at.recordDerivations(txn), h)), nil
 	}
 	return e.decideAndClaim(ctx, op, id, fingerprint, read, func(rec Record, c Claim) (outcome, error) {
@@ -361,7 +392,7 @@ func (e *Engine[T]) serve(ctx context.Context, op *Operation, fingerprint []byte
 			return outcome{}, err
 		}
 		observed(ctx).claimed(c)
-		at := &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: c.Generation}
+		at := &Attempt[T]{tx: txn.Tx(), id: id, secret: secret, generation: c.Generation, perRequest: c.PerRequest, fingerprint: fingerprint}
 		return ran(e.execute(ctx, op, txn, at.recordDerivations(txn), h)), nil
 	})
 }
@@ -419,6 +450,11 @@ func (e *Engine[T]) decideAndClaim(ctx context.Context, op *Operation, id ID, fi
 			return resp, nil
 		}
 		c.Generation = generation(rec, c)
+		// A takeover derives as its use began; a new use as this engine does.
+		c.PerRequest = e.perRequest
+		if c.Takeover {
+			c.PerRequest = rec.PerRequest
+		}
 		done, err = claim(rec, c)
 		switch {
 		case errors.Is(err, ErrContended):

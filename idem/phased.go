@@ -85,7 +85,7 @@ func (e *Engine[T]) servePhased(ctx context.Context, op *Operation, fingerprint 
 			return outcome{}, err
 		}
 		observed(ctx).claimed(c)
-		at := &Attempt[T]{id: id, secret: secret, generation: c.Generation, point: lease.RecoveryPoint()}
+		at := &Attempt[T]{id: id, secret: secret, generation: c.Generation, point: lease.RecoveryPoint(), perRequest: c.PerRequest, fingerprint: c.Fingerprint}
 		return ran(e.runPhases(ctx, op, lease, at, run)), nil
 	})
 }

@@ -49,6 +49,10 @@ type Record struct {
 	// Attempt counts the row's claims, takeovers included; a Claim names
 	// the one it read, so that it succeeds only on the row it decided on.
 	Attempt int64
+	// PerRequest reports that the row's use derives keys from its request
+	// too (Options.DerivedKeysPerRequest as the use began); false for rows
+	// written before stores recorded it.
+	PerRequest bool
 	// Response is the stored response of a completed row.
 	Response *Response
 }
@@ -75,6 +79,9 @@ type Claim struct {
 	// lease to keep for the Completer (see Operation.Abandoned); nil for
 	// an operation it does not complete. A takeover keeps the one stored.
 	Request []byte
+	// PerRequest is recorded as the row's Record.PerRequest: how the use
+	// derives keys. A takeover passes the row's, and stores keep it.
+	PerRequest bool
 	// Takeover claims the in-flight row the Record read, whose lease has
 	// passed: it resumes at the row's recovery point, in the same
 	// generation. Otherwise the key must be free: no row, or the completed

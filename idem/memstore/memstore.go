@@ -48,6 +48,7 @@ type row struct {
 	leaseUntil  time.Time
 	point       string
 	generation  int64
+	perRequest  bool // how the use derives keys (idem.Record.PerRequest)
 	attempt     int64
 	// running is true while a phase runs: a live claimant holds the key.
 	running bool
@@ -93,6 +94,7 @@ func (s *Store) Lookup(_ context.Context, id idem.ID) (idem.Record, error) {
 	rec.RecoveryPoint = r.point
 	rec.Generation = r.generation
 	rec.Attempt = r.attempt
+	rec.PerRequest = r.perRequest
 	rec.Response = r.response
 	if !rec.Completed {
 		rec.LeaseLeft = r.leaseUntil.Sub(now)
@@ -128,7 +130,7 @@ func (s *Store) check(id idem.ID, c idem.Claim) bool {
 func (s *Store) next(id idem.ID, c idem.Claim) *row {
 	now := s.now()
 	old := s.rows[id]
-	r := &row{fingerprint: c.Fingerprint, expires: now.Add(c.TTL), leaseUntil: now.Add(c.Lease), generation: max(c.Generation, 1), attempt: 1}
+	r := &row{fingerprint: c.Fingerprint, expires: now.Add(c.TTL), leaseUntil: now.Add(c.Lease), generation: max(c.Generation, 1), attempt: 1, perRequest: c.PerRequest}
 	if old == nil {
 		return r
 	}
@@ -136,6 +138,7 @@ func (s *Store) next(id idem.ID, c idem.Claim) *row {
 	r.derived = old.derived
 	if c.Takeover {
 		r.point = old.point
+		r.perRequest = old.perRequest
 		if now.Before(old.expires) {
 			r.expires = old.expires
 		}

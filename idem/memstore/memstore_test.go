@@ -42,3 +42,9 @@ func TestConformance(t *testing.T) {
 		}
 	})
 }
+
+func TestDerivedKeyDiffersPerRequest(t *testing.T) {
+	storetest.DerivedKeyDiffersPerRequest(t, func(t *testing.T) storetest.Harness[memstore.NoTx] {
+		return storetest.Harness[memstore.NoTx]{Store: memstore.New(memstore.Options{})}
+	})
+}

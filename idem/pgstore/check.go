@@ -31,6 +31,7 @@ var schemaProbes = []struct {
 	{"0006_retained_generations", `SELECT 'idemgen_claimable(boolean, text, timestamptz, timestamptz, integer, integer, boolean)'::regprocedure`},
 	{"0007_completer_requests", `SELECT request FROM idempotency_keys WHERE false`},
 	{"0008_claim_handover", `SELECT 'idemgen_hand_over_claim(bigint)'::regprocedure`},
+	{"0013_derived_per_request", `SELECT per_request FROM idempotency_keys WHERE false`},
 }
 
 // MinServerVersion is the oldest PostgreSQL the store runs on, as

@@ -67,7 +67,7 @@ func (s *Store) LookupClaim(ctx context.Context, id idem.ID, c idem.Claim) (idem
 		s: s, c: conn, tx: &lazyTx{conn: conn.conn}, lock: lock, act: newActivity(c.Lease),
 		row: dbsqlc.StoreResponseParams{
 			Scope: id.Scope, Operation: id.Operation, Key: id.Key, Fingerprint: c.Fingerprint,
-			Attempt: 1, Generation: 1, TtlMs: c.TTL.Milliseconds(),
+			Attempt: 1, Generation: 1, TtlMs: c.TTL.Milliseconds(), PerRequest: c.PerRequest,
 		},
 	}
 	return idem.Record{}, t, nil

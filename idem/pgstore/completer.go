@@ -43,6 +43,7 @@ func (s *Store) FindAbandoned(ctx context.Context, ops []idem.AbandonedAfter, li
 			RecoveryPoint: r.RecoveryPoint,
 			Attempt:       int64(r.Attempt),
 			Generation:    r.Generation,
+			PerRequest:    r.PerRequest,
 		}
 	}
 	return found, nil

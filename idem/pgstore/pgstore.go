@@ -280,6 +280,7 @@ func record(row dbsqlc.LookupKeyRow) (idem.Record, error) {
 	}
 	rec.Generation = row.Generation.Int64
 	rec.Attempt = int64(row.Attempt.Int32)
+	rec.PerRequest = row.PerRequest
 	if row.Status.String == statusEmptied {
 		rec.Completed, rec.Expired = true, true
 		return rec, nil
@@ -307,6 +308,7 @@ func (s *Store) Claim(ctx context.Context, id idem.ID, c idem.Claim) (idem.Txn[p
 	row := &dbsqlc.StoreResponseParams{
 		Scope: id.Scope, Operation: id.Operation, Key: id.Key, Fingerprint: c.Fingerprint,
 		Attempt: int32(c.Attempt) + 1, Generation: max(c.Generation, 1), TtlMs: c.TTL.Milliseconds(), Takeover: c.Takeover,
+		PerRequest: c.PerRequest,
 	}
 	lock := lockID(id)
 	st := capture(func(q *dbsqlc.Queries) error {
@@ -387,6 +389,7 @@ func claim(ctx context.Context, q *dbsqlc.Queries, id idem.ID, c idem.Claim) (at
 		TtlMs:         c.TTL.Milliseconds(),
 		Takeover:      c.Takeover,
 		ExpectAttempt: int32(c.Attempt),
+		PerRequest:    c.PerRequest,
 	})
 	if err != nil {
 		return 0, "", classify("claim key", err)

@@ -69,35 +69,48 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-func conformance(t *testing.T, mode pgx.QueryExecMode) {
-	storetest.Run(t, func(t *testing.T) storetest.Harness[pgx.Tx] {
-		pool := newModePool(t, mode)
-		store := pgstore.New(pool, pgstore.Options{})
-		return storetest.Harness[pgx.Tx]{
-			Store: store,
-			Reap: func(t *testing.T) {
-				if _, err := store.Reap(context.Background(), pgstore.ReapOptions{Logger: slog.New(slog.DiscardHandler)}); err != nil {
-					t.Fatal(err)
-				}
-			},
-			Expire: func(t *testing.T, id idem.ID) {
-				_, err := pool.Exec(context.Background(),
-					`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE scope = $1 AND operation = $2 AND key = $3`,
-					id.Scope, id.Operation, id.Key)
-				if err != nil {
-					t.Fatal(err)
-				}
-			},
-			ExpireLease: func(t *testing.T, id idem.ID) {
-				_, err := pool.Exec(context.Background(),
-					`UPDATE idempotency_keys SET locked_until = now() - interval '1 second' WHERE scope = $1 AND operation = $2 AND key = $3`,
-					id.Scope, id.Operation, id.Key)
-				if err != nil {
-					t.Fatal(err)
-				}
-			},
-		}
+// A request that reuses a key after a failed attempt derives keys of its
+// own with DerivedKeysPerRequest, on PostgreSQL (the conformance suite
+// runs it in every query mode too).
+func TestDerivedKeyDiffersPerRequest(t *testing.T) {
+	t.Parallel()
+	storetest.DerivedKeyDiffersPerRequest(t, func(t *testing.T) storetest.Harness[pgx.Tx] {
+		return harness(t, pgx.QueryExecModeCacheStatement)
 	})
+}
+
+func conformance(t *testing.T, mode pgx.QueryExecMode) {
+	storetest.Run(t, func(t *testing.T) storetest.Harness[pgx.Tx] { return harness(t, mode) })
+}
+
+// harness is a store on a new database whose queries go in mode.
+func harness(t *testing.T, mode pgx.QueryExecMode) storetest.Harness[pgx.Tx] {
+	pool := newModePool(t, mode)
+	store := pgstore.New(pool, pgstore.Options{})
+	return storetest.Harness[pgx.Tx]{
+		Store: store,
+		Reap: func(t *testing.T) {
+			if _, err := store.Reap(context.Background(), pgstore.ReapOptions{Logger: slog.New(slog.DiscardHandler)}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		Expire: func(t *testing.T, id idem.ID) {
+			_, err := pool.Exec(context.Background(),
+				`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE scope = $1 AND operation = $2 AND key = $3`,
+				id.Scope, id.Operation, id.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+		},
+		ExpireLease: func(t *testing.T, id idem.ID) {
+			_, err := pool.Exec(context.Background(),
+				`UPDATE idempotency_keys SET locked_until = now() - interval '1 second' WHERE scope = $1 AND operation = $2 AND key = $3`,
+				id.Scope, id.Operation, id.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
 }
 
 func TestMigrateTwice(t *testing.T) {

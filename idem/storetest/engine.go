@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -303,6 +304,122 @@ func testDerivedKeysAfterReap[T any](t *testing.T, newHarness func(t *testing.T)
 					t.Fatalf("a later use derived %q, a key of an earlier use", k)
 				}
 				seen[k] = true
+			}
+		})
+	}
+}
+
+// DerivedKeyDiffersPerRequest checks Options.DerivedKeysPerRequest (Run
+// runs it too): a
+// request that reuses a key after a failed attempt with another body
+// derives keys of its own, while a retry of the failed request derives
+// the failed attempt's again; without the option they are the same, which
+// is what the option is for. An attempt that takes over a phased use
+// derives as the use began, whichever way its own engine is set.
+func DerivedKeyDiffersPerRequest[T any](t *testing.T, newHarness func(t *testing.T) Harness[T]) {
+	const scope = "acct_1"
+	for _, phased := range []bool{false, true} {
+		name := "atomic"
+		if phased {
+			name = "phased"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			engine := func(perRequest bool) *idem.Engine[T] {
+				return idem.NewEngine(h.Store, idem.Options{Logger: quiet, DerivedKeysPerRequest: perRequest,
+					Scope: func(context.Context, *http.Request) (string, error) { return scope, nil }})
+			}
+			op := &idem.Operation{Name: "createPayment", TTL: time.Hour, Lease: time.Minute}
+			if phased {
+				op.RecoveryPoints = []string{"charged"}
+			}
+			// send runs one attempt of key with fingerprint fp, which
+			// derives the provider's key, then fails or answers 201.
+			send := func(e *idem.Engine[T], key string, fp []byte, fail bool) string {
+				t.Helper()
+				var derived string
+				r := httptest.NewRequest("POST", "/payments", nil)
+				r.Header.Set(idem.HeaderKey, key)
+				ctx := idem.WithRequest(context.Background(), r)
+				created := func(w http.ResponseWriter) error { w.WriteHeader(http.StatusCreated); return nil }
+				var resp *idem.Response
+				var err error
+				if phased {
+					resp, err = e.ServePhased(ctx, op, fp, func(ctx context.Context, at *idem.Attempt[T]) (string, idem.Writer, error) {
+						derived = at.DerivedKey("charge")
+						if fail {
+							return "", nil, errors.New("the provider timed out")
+						}
+						return "", created, nil
+					})
+				} else {
+					resp, err = e.Serve(ctx, op, fp, func(ctx context.Context, at *idem.Attempt[T]) (idem.Writer, error) {
+						derived = at.DerivedKey("charge")
+						if fail {
+							return nil, errors.New("the provider timed out")
+						}
+						return created, nil
+					})
+				}
+				if fail != (err != nil) || (!fail && resp.Status != http.StatusCreated) {
+					t.Fatalf("attempt of %s (fail: %v): %+v, %v", key, fail, resp, err)
+				}
+				return derived
+			}
+
+			on, off := engine(true), engine(false)
+			failed := send(on, "pay-1", fpA, true)
+			if again := send(on, "pay-1", fpA, true); again != failed {
+				t.Errorf("a retry of the failed request derived %q, the failed attempt %q: want the same key", again, failed)
+			}
+			if !phased {
+				if other := send(on, "pay-1", fpB, false); other == failed {
+					t.Errorf("another request under the key after the failed attempt derived its key %q", failed)
+				}
+				// Without the option, the other request gets the failed
+				// attempt's key: the test can tell.
+				if send(off, "pay-2", fpA, true) != send(off, "pay-2", fpB, false) {
+					t.Errorf("without DerivedKeysPerRequest another request derived a key of its own; the test no longer shows what the option does")
+				}
+				return
+			}
+			// A failed phase leaves its use in flight, which only the same
+			// request may resume: another is refused, and derives nothing.
+			r := httptest.NewRequest("POST", "/payments", nil)
+			r.Header.Set(idem.HeaderKey, "pay-1")
+			resp, err := on.ServePhased(idem.WithRequest(context.Background(), r), op, fpB, func(context.Context, *idem.Attempt[T]) (string, idem.Writer, error) {
+				t.Error("another request ran under a phased use in flight")
+				return "", nil, nil
+			})
+			if err != nil || resp.Status != http.StatusUnprocessableEntity {
+				t.Errorf("another request under the failed phased use: %+v, %v; want 422", resp, err)
+			}
+			// A phased use holds its row while a retry may take it over:
+			// the attempt that does derives as the use began.
+			for _, began := range []bool{false, true} {
+				key := fmt.Sprintf("pay-takeover-%v", began)
+				first, then := engine(began), engine(!began)
+				var derived []string
+				for i, e := range []*idem.Engine[T]{first, then} {
+					r := httptest.NewRequest("POST", "/payments", nil)
+					r.Header.Set(idem.HeaderKey, key)
+					resp, err := e.ServePhased(idem.WithRequest(context.Background(), r), op, fpA, func(ctx context.Context, at *idem.Attempt[T]) (string, idem.Writer, error) {
+						derived = append(derived, at.DerivedKey("charge"))
+						if at.RecoveryPoint() == "" {
+							return "charged", nil, nil
+						}
+						if i == 0 {
+							return "", nil, errors.New("the provider timed out")
+						}
+						return "", func(w http.ResponseWriter) error { w.WriteHeader(http.StatusCreated); return nil }, nil
+					})
+					if (i == 0) != (err != nil) {
+						t.Fatalf("attempt %d of %s: %+v, %v", i, key, resp, err)
+					}
+				}
+				if len(derived) != 3 || derived[0] != derived[1] || derived[2] != derived[0] {
+					t.Errorf("a use begun with DerivedKeysPerRequest %v, taken over by an engine with %v, derived %q: want one key", began, !began, derived)
+				}
 			}
 		})
 	}

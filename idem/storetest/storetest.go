@@ -64,6 +64,7 @@ func Run[T any](t *testing.T, newHarness func(t *testing.T) Harness[T]) {
 	t.Run("EngineAnswers", func(t *testing.T) { testEngineAnswers(t, newHarness) })
 	t.Run("DerivedKeysChangeAfterTTL", func(t *testing.T) { testDerivedKeys(t, newHarness(t)) })
 	t.Run("DerivedKeysAfterReap", func(t *testing.T) { testDerivedKeysAfterReap(t, newHarness) })
+	t.Run("DerivedKeyDiffersPerRequest", func(t *testing.T) { DerivedKeyDiffersPerRequest(t, newHarness) })
 }
 
 var (

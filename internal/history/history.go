@@ -234,8 +234,13 @@ type run struct {
 
 // History is the record of a run.
 type History struct {
-	cfg      Config
-	mu       sync.Mutex
+	cfg Config
+	// perRequest is set when the checker's own engine derives keys per
+	// request (idem.Options.DerivedKeysPerRequest), in half the runs by
+	// their seed; its completer then derives the other way, and must
+	// still derive as each use began.
+	perRequest bool
+	mu         sync.Mutex
 	requests []*request
 	// completions are the completer's takeovers, as requests of client -1
 	// whose span covers the completer's run: not answers to anyone, but
@@ -294,6 +299,7 @@ func RunOn[T any](t testing.TB, hist *History, h Harness[T]) *History {
 		{Name: "createPayment", TTL: time.Hour, Lease: cfg.Lease, RecoveryPoints: h.Points},
 	}
 	if h.Send == nil {
+		hist.perRequest = cfg.Seed%2 == 1
 		// The checker's own engine keeps the phased requests for the
 		// completer, where the store lists abandoned attempts.
 		if _, ok := h.Store.(idem.AbandonedFinder); ok {
@@ -548,7 +554,7 @@ func send[T any](t testing.TB, h Harness[T], hist *History, rng *rand.Rand, clie
 // engineSend sends requests through an engine of the checker's own on
 // h.Store, whose handlers answer a JSON body with the run's token.
 func engineSend[T any](h Harness[T], hist *History, ops [2]*idem.Operation) func(context.Context, Request, Handle[T]) Answer {
-	e := idem.NewEngine(h.Store, idem.Options{Logger: hist.Logger(), Tracer: h.Tracer, StoreTimeout: h.StoreTimeout, Scope: func(_ context.Context, r *http.Request) (string, error) {
+	e := idem.NewEngine(h.Store, idem.Options{Logger: hist.Logger(), Tracer: h.Tracer, StoreTimeout: h.StoreTimeout, DerivedKeysPerRequest: hist.perRequest, Scope: func(_ context.Context, r *http.Request) (string, error) {
 		return r.Header.Get(scopeHeader), nil
 	}})
 	return func(ctx context.Context, req Request, handle Handle[T]) Answer {
@@ -610,7 +616,7 @@ func respond(token string) idem.Writer {
 // the sweeper, clients' takeovers and other runs race it for them. Its
 // phases record their runs and effects as a client's succeeding ones do.
 func completer[T any](h Harness[T], hist *History, op *idem.Operation) func(testing.TB) {
-	e := idem.NewEngine(h.Store, idem.Options{Logger: hist.Logger(), Tracer: h.Tracer, StoreTimeout: h.StoreTimeout})
+	e := idem.NewEngine(h.Store, idem.Options{Logger: hist.Logger(), Tracer: h.Tracer, StoreTimeout: h.StoreTimeout, DerivedKeysPerRequest: !hist.perRequest})
 	var seq atomic.Int64
 	var mu sync.Mutex // one run at a time, as one instance's completer
 	var current []*request
@@ -681,7 +687,8 @@ func ProblemName(header http.Header, body []byte) string {
 //   - every response from a handler, first or replayed, is the one its
 //     use committed, byte for byte;
 //   - derived keys are equal within a use, across every retry and
-//     takeover, and distinct across uses;
+//     takeover, and distinct across uses; where derived per request,
+//     within and across a use's requests;
 //   - a 422 only when a request with the key and another fingerprint was
 //     sent before it; a 409
 //     only while another request with the key was in flight, or within a
@@ -710,6 +717,11 @@ func (hist *History) Check() []string {
 	useOf := map[string]string{}
 	for _, rn := range hist.runs {
 		u := use(rn.req.id.Scope, rn.req.id.Operation, rn.req.id.Key, rn.generation)
+		if hist.perRequest && !rn.req.phased {
+			// An atomic use's requests are told apart; a phased use runs
+			// only the request that began it (another gets a 422).
+			u += fmt.Sprintf(" variant %d", rn.req.variant)
+		}
 		if d, ok := derivedOf[u]; ok && d != rn.derived {
 			add("%s derived %q in one run and %q in another (%s)", u, d, rn.derived, rn.req)
 		}

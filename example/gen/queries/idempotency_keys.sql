@@ -31,6 +31,7 @@ SELECT
     k.recovery_point,
     k.generation,
     k.attempt,
+    coalesce(k.per_request, false)::boolean AS per_request,
     k.response_status,
     k.response_headers,
     k.response_body,
@@ -59,10 +60,10 @@ WITH lock AS (
         set_config('idle_in_transaction_session_timeout', sqlc.arg(idle_timeout_ms)::bigint::text, true) AS idle_timeout
 ), claimed AS (
     INSERT INTO idempotency_keys AS k
-        (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived, request, created_at, expires_at)
+        (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived, per_request, request, created_at, expires_at)
     SELECT sqlc.arg(scope)::text, sqlc.arg(operation)::text, sqlc.arg(key)::text, sqlc.arg(fingerprint)::bytea,
         'in_flight', now() + sqlc.arg(lease_ms)::bigint * interval '1 millisecond', '', 1, sqlc.arg(generation)::bigint, true,
-        sqlc.narg(request)::bytea, now(), now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond'
+        sqlc.arg(per_request)::boolean, sqlc.narg(request)::bytea, now(), now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond'
     FROM lock
     WHERE lock.got AND lock.idle_timeout IS NOT NULL
       -- A row is proposed where a new use may claim the key without one,
@@ -78,6 +79,7 @@ WITH lock AS (
         recovery_point = CASE WHEN sqlc.arg(takeover)::boolean THEN k.recovery_point ELSE '' END,
         generation = excluded.generation,
         derived = true,
+        per_request = CASE WHEN sqlc.arg(takeover)::boolean THEN k.per_request ELSE excluded.per_request END,
         attempt = k.attempt + 1,
         request = CASE WHEN sqlc.arg(takeover)::boolean THEN coalesce(k.request, excluded.request) ELSE excluded.request END,
         response_status = NULL,
@@ -115,10 +117,11 @@ WITH claim AS (
                 ELSE idemgen_hand_over_claim(sqlc.arg(claim_lock)::bigint) END AS handed_over
 )
 INSERT INTO idempotency_keys AS k
-    (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived,
+    (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived, per_request,
      response_status, response_headers, response_body, created_at, expires_at)
 SELECT sqlc.arg(scope)::text, sqlc.arg(operation)::text, sqlc.arg(key)::text, sqlc.arg(fingerprint)::bytea, 'completed', NULL, '',
-    sqlc.arg(attempt)::integer, sqlc.arg(generation)::bigint, sqlc.arg(derived)::boolean, sqlc.narg(response_status)::integer,
+    sqlc.arg(attempt)::integer, sqlc.arg(generation)::bigint, sqlc.arg(derived)::boolean, sqlc.arg(per_request)::boolean,
+    sqlc.narg(response_status)::integer,
     -- As bytea, which every pgx query mode sends intact, then read as JSON.
     convert_from(sqlc.arg(response_headers)::bytea, 'UTF8')::jsonb, sqlc.arg(response_body)::bytea,
     now(), now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond'
@@ -132,6 +135,7 @@ SET fingerprint = excluded.fingerprint,
     attempt = excluded.attempt,
     generation = excluded.generation,
     derived = k.derived OR excluded.derived,
+    per_request = CASE WHEN sqlc.arg(takeover)::boolean THEN k.per_request ELSE excluded.per_request END,
     response_status = excluded.response_status,
     response_headers = excluded.response_headers,
     response_body = excluded.response_body,
@@ -375,7 +379,7 @@ WITH o AS (
         (sqlc.arg(needs_request)::boolean[])[u.i] AS needs_request
     FROM unnest(sqlc.arg(operations)::text[]) WITH ORDINALITY AS u(operation, i)
 )
-SELECT k.scope, k.operation, k.key, k.fingerprint, k.request, k.recovery_point, k.attempt, k.generation
+SELECT k.scope, k.operation, k.key, k.fingerprint, k.request, k.recovery_point, k.attempt, k.generation, k.per_request
 FROM idempotency_keys AS k
 JOIN o ON k.operation = o.operation
 WHERE k.status = 'in_flight'

@@ -78,34 +78,35 @@ WITH lock AS (
         set_config('idle_in_transaction_session_timeout', $2::bigint::text, true) AS idle_timeout
 ), claimed AS (
     INSERT INTO idempotency_keys AS k
-        (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived, request, created_at, expires_at)
+        (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived, per_request, request, created_at, expires_at)
     SELECT $3::text, $4::text, $5::text, $6::bytea,
         'in_flight', now() + $7::bigint * interval '1 millisecond', '', 1, $8::bigint, true,
-        $9::bytea, now(), now() + $10::bigint * interval '1 millisecond'
+        $9::boolean, $10::bytea, now(), now() + $11::bigint * interval '1 millisecond'
     FROM lock
     WHERE lock.got AND lock.idle_timeout IS NOT NULL
       -- A row is proposed where a new use may claim the key without one,
       -- or where one exists, for the update below to check; none where the
       -- claim expected a row that is gone, which it must read again.
-      AND (idemgen_claimable(false, NULL, NULL, NULL, NULL, $11::integer, $12::boolean)
+      AND (idemgen_claimable(false, NULL, NULL, NULL, NULL, $12::integer, $13::boolean)
            OR EXISTS (SELECT 1 FROM idempotency_keys AS r
                       WHERE r.scope = $3 AND r.operation = $4 AND r.key = $5))
     ON CONFLICT (scope, operation, key) DO UPDATE
     SET fingerprint = excluded.fingerprint,
         status = 'in_flight',
         locked_until = excluded.locked_until,
-        recovery_point = CASE WHEN $12::boolean THEN k.recovery_point ELSE '' END,
+        recovery_point = CASE WHEN $13::boolean THEN k.recovery_point ELSE '' END,
         generation = excluded.generation,
         derived = true,
+        per_request = CASE WHEN $13::boolean THEN k.per_request ELSE excluded.per_request END,
         attempt = k.attempt + 1,
-        request = CASE WHEN $12::boolean THEN coalesce(k.request, excluded.request) ELSE excluded.request END,
+        request = CASE WHEN $13::boolean THEN coalesce(k.request, excluded.request) ELSE excluded.request END,
         response_status = NULL,
         response_headers = NULL,
         response_body = NULL,
-        created_at = CASE WHEN $12::boolean THEN k.created_at ELSE excluded.created_at END,
-        expires_at = CASE WHEN $12::boolean AND k.expires_at > now() THEN k.expires_at ELSE excluded.expires_at END
+        created_at = CASE WHEN $13::boolean THEN k.created_at ELSE excluded.created_at END,
+        expires_at = CASE WHEN $13::boolean AND k.expires_at > now() THEN k.expires_at ELSE excluded.expires_at END
     WHERE idemgen_claimable(true, k.status, k.locked_until, k.expires_at, k.attempt,
-                            $11::integer, $12::boolean)
+                            $12::integer, $13::boolean)
     RETURNING k.recovery_point, k.attempt, k.generation
 )
 SELECT lock.got, claimed.recovery_point, claimed.attempt, claimed.generation
@@ -121,6 +122,7 @@ type ClaimKeyParams struct {
 	Fingerprint   []byte
 	LeaseMs       int64
 	Generation    int64
+	PerRequest    bool
 	Request       []byte
 	TtlMs         int64
 	ExpectAttempt int32
@@ -156,6 +158,7 @@ func (q *Queries) ClaimKey(ctx context.Context, arg ClaimKeyParams) (ClaimKeyRow
 		arg.Fingerprint,
 		arg.LeaseMs,
 		arg.Generation,
+		arg.PerRequest,
 		arg.Request,
 		arg.TtlMs,
 		arg.ExpectAttempt,
@@ -411,7 +414,7 @@ WITH o AS (
         ($3::boolean[])[u.i] AS needs_request
     FROM unnest($4::text[]) WITH ORDINALITY AS u(operation, i)
 )
-SELECT k.scope, k.operation, k.key, k.fingerprint, k.request, k.recovery_point, k.attempt, k.generation
+SELECT k.scope, k.operation, k.key, k.fingerprint, k.request, k.recovery_point, k.attempt, k.generation, k.per_request
 FROM idempotency_keys AS k
 JOIN o ON k.operation = o.operation
 WHERE k.status = 'in_flight'
@@ -437,6 +440,7 @@ type FindAbandonedRow struct {
 	RecoveryPoint string
 	Attempt       int32
 	Generation    int64
+	PerRequest    bool
 }
 
 // The completer's work: in-flight attempts of the operations named whose
@@ -467,6 +471,7 @@ func (q *Queries) FindAbandoned(ctx context.Context, arg FindAbandonedParams) ([
 			&i.RecoveryPoint,
 			&i.Attempt,
 			&i.Generation,
+			&i.PerRequest,
 		); err != nil {
 			return nil, err
 		}
@@ -770,6 +775,7 @@ SELECT
     k.recovery_point,
     k.generation,
     k.attempt,
+    coalesce(k.per_request, false)::boolean AS per_request,
     k.response_status,
     k.response_headers,
     k.response_body,
@@ -799,6 +805,7 @@ type LookupKeyRow struct {
 	RecoveryPoint   pgtype.Text
 	Generation      pgtype.Int8
 	Attempt         pgtype.Int4
+	PerRequest      bool
 	ResponseStatus  pgtype.Int4
 	ResponseHeaders []byte
 	ResponseBody    []byte
@@ -836,6 +843,7 @@ func (q *Queries) LookupKey(ctx context.Context, arg LookupKeyParams) (LookupKey
 		&i.RecoveryPoint,
 		&i.Generation,
 		&i.Attempt,
+		&i.PerRequest,
 		&i.ResponseStatus,
 		&i.ResponseHeaders,
 		&i.ResponseBody,
@@ -1031,27 +1039,29 @@ func (q *Queries) ShowKey(ctx context.Context, arg ShowKeyParams) (ShowKeyRow, e
 
 const storeResponse = `-- name: StoreResponse :one
 WITH claim AS (
-    SELECT CASE WHEN $13::bigint = 0 THEN true
-                ELSE idemgen_hand_over_claim($13::bigint) END AS handed_over
+    SELECT CASE WHEN $14::bigint = 0 THEN true
+                ELSE idemgen_hand_over_claim($14::bigint) END AS handed_over
 )
 INSERT INTO idempotency_keys AS k
-    (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived,
+    (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived, per_request,
      response_status, response_headers, response_body, created_at, expires_at)
 SELECT $1::text, $2::text, $3::text, $4::bytea, 'completed', NULL, '',
-    $5::integer, $6::bigint, $7::boolean, $8::integer,
+    $5::integer, $6::bigint, $7::boolean, $8::boolean,
+    $9::integer,
     -- As bytea, which every pgx query mode sends intact, then read as JSON.
-    convert_from($9::bytea, 'UTF8')::jsonb, $10::bytea,
-    now(), now() + $11::bigint * interval '1 millisecond'
+    convert_from($10::bytea, 'UTF8')::jsonb, $11::bytea,
+    now(), now() + $12::bigint * interval '1 millisecond'
 FROM claim
 ON CONFLICT (scope, operation, key) DO UPDATE
 SET fingerprint = excluded.fingerprint,
     status = 'completed',
     locked_until = NULL,
     -- A takeover of a phased attempt's row keeps where it got to.
-    recovery_point = CASE WHEN $12::boolean THEN k.recovery_point ELSE '' END,
+    recovery_point = CASE WHEN $13::boolean THEN k.recovery_point ELSE '' END,
     attempt = excluded.attempt,
     generation = excluded.generation,
     derived = k.derived OR excluded.derived,
+    per_request = CASE WHEN $13::boolean THEN k.per_request ELSE excluded.per_request END,
     response_status = excluded.response_status,
     response_headers = excluded.response_headers,
     response_body = excluded.response_body,
@@ -1068,6 +1078,7 @@ type StoreResponseParams struct {
 	Attempt         int32
 	Generation      int64
 	Derived         bool
+	PerRequest      bool
 	ResponseStatus  pgtype.Int4
 	ResponseHeaders []byte
 	ResponseBody    []byte
@@ -1095,6 +1106,7 @@ func (q *Queries) StoreResponse(ctx context.Context, arg StoreResponseParams) (b
 		arg.Attempt,
 		arg.Generation,
 		arg.Derived,
+		arg.PerRequest,
 		arg.ResponseStatus,
 		arg.ResponseHeaders,
 		arg.ResponseBody,

@@ -30,6 +30,7 @@ type IdempotencyKey struct {
 	Generation      int64
 	Derived         bool
 	Request         []byte
+	PerRequest      bool
 }
 
 type IdempotencySecret struct {

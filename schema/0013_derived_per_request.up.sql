@@ -1,0 +1,13 @@
+-- compatible-from: 0008
+-- (Code that knows migrations up to 0008 may serve a database with this
+-- one applied: it adds a column with a constant default, which that code
+-- never names; its rows take the default, which says what they are.)
+--
+-- How a key's use derives keys for foreign calls. With
+-- idem.Options.DerivedKeysPerRequest, a use derives them from its request
+-- too, so that a request that reuses a key after a failed attempt gets
+-- keys of its own. The row records which way its use began, so that an
+-- attempt that takes it over, or the completer, derives the same keys
+-- whichever way its own server is set. Rows written by code that never
+-- derives per request take false, which is what they are.
+ALTER TABLE idempotency_keys ADD COLUMN IF NOT EXISTS per_request boolean NOT NULL DEFAULT false;
