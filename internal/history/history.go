@@ -241,7 +241,7 @@ type History struct {
 	// still derive as each use began.
 	perRequest bool
 	mu         sync.Mutex
-	requests []*request
+	requests   []*request
 	// completions are the completer's takeovers, as requests of client -1
 	// whose span covers the completer's run: not answers to anyone, but
 	// holders of their keys while they run.
