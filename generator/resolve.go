@@ -63,6 +63,9 @@ type resolveMode struct {
 	// (it records none for JSON); nil, or a nil tree, when it cannot be
 	// had.
 	tree func() *yaml.Node
+	// afterOutput resolves from oapi-codegen's output alone, never
+	// ahead of it: for the tests that compare the two.
+	afterOutput bool
 }
 
 // resolved is what generateResolved makes of a spec.
@@ -71,6 +74,9 @@ type resolved struct {
 	spec  *openapi3.T // the document code was generated from
 	found []resolution
 	carry carried
+	// ahead is whether resolveAhead made it, running oapi-codegen in
+	// full once.
+	ahead bool
 }
 
 type resolver struct {
@@ -113,12 +119,11 @@ type extended struct {
 // so keeping them needs a fresh one. It returns the output, the document
 // it was generated from, the resolutions as warnings and what the
 // augmented spec carries of them.
+//
+// For the server's output, it first tries to resolve before running
+// oapi-codegen in full (resolveAhead), which then runs once.
 func generateResolved(specPath string, spec *openapi3.T, load func() (*openapi3.T, error), conf codegen.Configuration, mode resolveMode) (resolved, error) {
-	r := &resolver{specPath: specPath, mode: mode, spec: spec, taken: map[string]bool{}, done: map[string]bool{}, enumByTy: map[string]*enumRename{}}
 	hoists, problems := hoistDiscriminated(spec)
-	for _, h := range hoists {
-		r.found = append(r.found, resolution{r.position(h.pointer), h.describe()})
-	}
 	// A fresh document needs the same hoists, which come out the same.
 	reload := func() (*openapi3.T, error) {
 		fresh, err := load()
@@ -127,15 +132,94 @@ func generateResolved(specPath string, spec *openapi3.T, load func() (*openapi3.
 		}
 		return fresh, err
 	}
+	var first *pass
+	if !mode.inSpec && !mode.afterOutput {
+		res, out, afresh := resolveAhead(specPath, spec, conf, mode, hoists)
+		switch {
+		case res != nil:
+			return *res, nil
+		case afresh:
+			var err error
+			if spec, err = reload(); err != nil {
+				return resolved{}, fmt.Errorf("%s: load spec: %w", specPath, err)
+			}
+		}
+		first = out
+	}
+	return newResolver(specPath, mode, spec, hoists).loop(spec, reload, conf, problems, hoists, first)
+}
+
+// pass is one output of oapi-codegen and its names, or why they could
+// not be had.
+type pass struct {
+	code    string
+	scan    *nameScan
+	scanErr error
+}
+
+func newResolver(specPath string, mode resolveMode, spec *openapi3.T, hoists []hoist) *resolver {
+	r := &resolver{specPath: specPath, mode: mode, spec: spec, taken: map[string]bool{}, done: map[string]bool{}, enumByTy: map[string]*enumRename{}}
+	for _, h := range hoists {
+		r.found = append(r.found, resolution{r.position(h.pointer), h.describe()})
+	}
+	return r
+}
+
+// resolveAhead resolves from a prediction of the names oapi-codegen's
+// output declares (predict.go), then runs oapi-codegen once. It returns
+// the result when the output is the one the prediction was for; else
+// nothing, with the output when nothing was resolved (the loop's first
+// pass), or afresh when the loop must start over on a fresh document:
+// the prediction or oapi-codegen failed, or the output declares what
+// the prediction did not say. The loop makes the same resolutions from
+// the output itself, so the result is the same either way; only the
+// time differs, one full run of oapi-codegen instead of two.
+func resolveAhead(specPath string, spec *openapi3.T, conf codegen.Configuration, mode resolveMode, hoists []hoist) (res *resolved, first *pass, afresh bool) {
+	p, err := predict(spec, conf)
+	if err != nil {
+		return nil, nil, true
+	}
+	r := newResolver(specPath, mode, spec, hoists)
+	if p == nil || !p.scan.dirty() || r.clientNamed(p.scan, p.types.paths, conf) {
+		return nil, nil, false // nothing to resolve, or an option to set, which changes more names
+	}
+	changed := r.enumConstants(p.scan, p.types.byName)
+	changed = r.typeNames(p.scan, p.types.byName) || changed
+	changed = r.typelessResponses(p.scan, p.types.paths) || changed
 	code, err := codegen.Generate(spec, conf)
 	if err != nil {
-		if refusal := r.unionRefusal(err, problems); refusal != nil {
-			return resolved{}, refusal
-		}
-		return resolved{}, fmt.Errorf("%s: oapi-codegen: %w", specPath, err)
+		return nil, nil, true
 	}
-	scan, err := scanNames([]byte(code))
-	if err != nil {
+	scan, scanErr := scanNames([]byte(code))
+	if !changed {
+		return nil, &pass{code, scan, scanErr}, false
+	}
+	if scanErr != nil || scan.dirty() || len(scan.undeclaredNames()) > 0 || !p.confirmed(spec, conf, scan) {
+		return nil, nil, true
+	}
+	r.reportEnums(scan)
+	r.reportClientResponses(scan)
+	return &resolved{code: code, spec: spec, found: r.found, carry: r.carried(hoists), ahead: true}, nil, false
+}
+
+// loop runs oapi-codegen on spec, or takes first, its output, and
+// resolves what it can of what keeps the output from compiling, running
+// oapi-codegen again after each round of resolutions.
+func (r *resolver) loop(spec *openapi3.T, reload func() (*openapi3.T, error), conf codegen.Configuration, problems []unionProblem, hoists []hoist, first *pass) (resolved, error) {
+	specPath, mode := r.specPath, r.mode
+	if first == nil {
+		code, err := codegen.Generate(spec, conf)
+		if err != nil {
+			if refusal := r.unionRefusal(err, problems); refusal != nil {
+				return resolved{}, refusal
+			}
+			return resolved{}, fmt.Errorf("%s: oapi-codegen: %w", specPath, err)
+		}
+		scan, err := scanNames([]byte(code))
+		first = &pass{code, scan, err}
+	}
+	code, scan := first.code, first.scan
+	if first.scanErr != nil {
 		return resolved{code: code, spec: spec}, nil // checkNames reports it
 	}
 	if missing := scan.undeclaredNames(); len(missing) > 0 && !conf.OutputOptions.SkipPrune {
@@ -143,21 +227,19 @@ func generateResolved(specPath string, spec *openapi3.T, load func() (*openapi3.
 		if mode.inSpec {
 			keep = r.keepReferred
 		}
+		var err error
 		code, spec, scan, conf, err = keep(spec, reload, conf, code, scan, missing)
 		if err != nil {
 			return resolved{}, err
 		}
 		r.spec = spec
 	}
-	for round := 0; round < maxResolveRounds && (len(scan.dups) > 0 || len(scan.interfaceMethods) > 0); round++ {
-		tds, err := collectTypeDefs(spec, conf)
+	for round := 0; round < maxResolveRounds && scan.dirty(); round++ {
+		ts, err := collectTypes(spec, conf)
 		if err != nil {
 			break // left to checkNames
 		}
-		defs, err := codegen.OperationDefinitions(spec)
-		if err != nil {
-			break
-		}
+		tds, defs := ts.byName, ts.paths
 		var changed bool
 		if mode.inSpec {
 			changed = r.clientResponseNames(scan, defs, spec, conf)
@@ -391,11 +473,27 @@ type typeDef struct {
 
 func (t typeDef) schema() *openapi3.Schema { return t.Schema.OAPISchema }
 
-// collectTypeDefs returns the types oapi-codegen declares for the spec's
-// schemas, by Go name, as it builds them. It must run right after
-// codegen.Generate on spec, whose package state it reads.
-func collectTypeDefs(spec *openapi3.T, conf codegen.Configuration) (map[string][]typeDef, error) {
-	var top []codegen.TypeDefinition
+// typeSet is what oapi-codegen builds of a spec's schemas and operations
+// before it renders them.
+type typeSet struct {
+	// components are the types of the components' schemas, parameters,
+	// responses and request bodies, in oapi-codegen's order.
+	components []codegen.TypeDefinition
+	// paths are the operations of the paths; ops are those, the
+	// webhooks' and the callbacks', and responseTypes the types of each
+	// of ops' responses.
+	paths, ops    []codegen.OperationDefinition
+	responseTypes [][]codegen.TypeDefinition
+	// byName are the types oapi-codegen declares for the spec's schemas,
+	// by Go name, each inline type too.
+	byName map[string][]typeDef
+}
+
+// collectTypes returns the types oapi-codegen declares for the spec, as
+// it builds them. It must run right after codegen.Generate on spec, whose
+// package state it reads.
+func collectTypes(spec *openapi3.T, conf codegen.Configuration) (*typeSet, error) {
+	ts := &typeSet{}
 	components := map[*openapi3.Schema]bool{}
 	if c := spec.Components; c != nil {
 		for _, s := range c.Schemas {
@@ -419,10 +517,10 @@ func collectTypeDefs(spec *openapi3.T, conf codegen.Configuration) (map[string][
 		if err != nil {
 			return nil, err
 		}
-		top = slices.Concat(schemas, params, responses, bodies)
+		ts.components = slices.Concat(schemas, params, responses, bodies)
 	}
-	ops, err := codegen.OperationDefinitions(spec)
-	if err != nil {
+	var err error
+	if ts.paths, err = codegen.OperationDefinitions(spec); err != nil {
 		return nil, err
 	}
 	webhooks, err := codegen.WebhookOperationDefinitions(spec)
@@ -433,18 +531,23 @@ func collectTypeDefs(spec *openapi3.T, conf codegen.Configuration) (map[string][
 	if err != nil {
 		return nil, err
 	}
-	for _, op := range slices.Concat(ops, webhooks, callbacks) {
+	ts.ops = slices.Concat(ts.paths, webhooks, callbacks)
+	top := slices.Clone(ts.components)
+	for _, op := range ts.ops {
 		top = append(top, op.TypeDefinitions...)
 		top = append(top, codegen.GenerateTypeDefsForOperation(op)...)
 		responses, err := op.GetResponseTypeDefinitions()
 		if err != nil {
 			return nil, err
 		}
+		var types []codegen.TypeDefinition
 		for _, r := range responses {
-			top = append(top, r.AdditionalTypeDefinitions...)
+			types = append(types, r.AdditionalTypeDefinitions...)
 		}
+		ts.responseTypes = append(ts.responseTypes, types)
+		top = append(top, types...)
 	}
-	byName := map[string][]typeDef{}
+	ts.byName = map[string][]typeDef{}
 	type key struct {
 		name   string
 		schema *openapi3.Schema
@@ -458,7 +561,7 @@ func collectTypeDefs(spec *openapi3.T, conf codegen.Configuration) (map[string][
 		}
 		seen[k] = true
 		inline := strings.Contains(td.JsonName, ".") && td.Schema.OAPISchema != nil && !components[td.Schema.OAPISchema]
-		byName[td.TypeName] = append(byName[td.TypeName], typeDef{td, inline})
+		ts.byName[td.TypeName] = append(ts.byName[td.TypeName], typeDef{td, inline})
 		for _, a := range td.Schema.AdditionalTypes {
 			add(a)
 		}
@@ -466,7 +569,7 @@ func collectTypeDefs(spec *openapi3.T, conf codegen.Configuration) (map[string][
 	for _, td := range top {
 		add(td)
 	}
-	return byName, nil
+	return ts, nil
 }
 
 // free returns name, or name with the smallest number from 2 appended
@@ -509,6 +612,22 @@ func (r *resolver) clientResponses(scan *nameScan, defs []codegen.OperationDefin
 	}
 	conf.OutputOptions.ResolveTypeNameCollisions = true
 	return true
+}
+
+// clientNamed is whether a name declared twice is the client's response
+// type of an operation, which clientResponses resolves with an option of
+// oapi-codegen's.
+func (r *resolver) clientNamed(scan *nameScan, defs []codegen.OperationDefinition, conf codegen.Configuration) bool {
+	if !conf.Generate.Client || conf.OutputOptions.ResolveTypeNameCollisions {
+		return false
+	}
+	suffix := cmp.Or(conf.OutputOptions.ResponseTypeSuffix, "Response")
+	for _, op := range defs {
+		if _, dup := scan.decls[op.OperationId+suffix]; dup {
+			return true
+		}
+	}
+	return false
 }
 
 // reportClientResponses adds the resolution of the client's response
