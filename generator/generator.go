@@ -77,10 +77,16 @@ func Generate(cfg *Config) (*Result, error) {
 		return nil, err
 	}
 	m.Warnings = withResolutions(specPath, oapi.warnings, m.Warnings)
-	if err := checkNames(specPath, oapi.src, m); err != nil {
+	// oapi-codegen's output is parsed once, for every check of it.
+	scan := oapi.scan
+	if scan == nil {
+		_, err := scanNames("oapi.gen.go", oapi.src)
 		return nil, err
 	}
-	if err := writeFingerprints(oapi.src, m); err != nil {
+	if err := checkNames(specPath, scan, m); err != nil {
+		return nil, err
+	}
+	if err := writeFingerprints(scan.file, m); err != nil {
 		return nil, err
 	}
 	schemas, warnings, err := requestSchemas(specPath, oapi.version, m.Operations)
@@ -121,7 +127,7 @@ func Generate(cfg *Config) (*Result, error) {
 		}
 	}
 	res.Files = append(res.Files,
-		File{Path: filepath.Join(cfg.Output.Dir, "oapi.gen.go"), Content: oapi.src},
+		File{Path: cfg.oapiFile(), Content: oapi.src},
 		File{Path: filepath.Join(cfg.Output.Dir, layerFile), Content: layer},
 	)
 	if m.Client && m.Idempotent {
@@ -131,7 +137,7 @@ func Generate(cfg *Config) (*Result, error) {
 		}
 		res.Files = append(res.Files, File{Path: filepath.Join(cfg.Output.Dir, "idempotency_client.gen.go"), Content: client})
 	}
-	if res.Files, err = finishGoFiles(specPath, src, m, res.Files); err != nil {
+	if res.Files, err = finishGoFiles(specPath, src, m, res.Files, scan); err != nil {
 		return nil, err
 	}
 	if m.Tests && m.Idempotent {

@@ -20,12 +20,9 @@ import (
 // schema it pruned (one used only by webhooks). Finding these by parsing
 // is cheap; the alternative is a compiler error in the user's build.
 // runOapiCodegen resolves what it can of these before (see resolve.go);
-// what is left is refused here. specPath names the spec in the error.
-func checkNames(specPath string, oapiSrc []byte, m *model) error {
-	s, err := scanNames(oapiSrc)
-	if err != nil {
-		return err
-	}
+// what is left is refused here. specPath names the spec in the error; s
+// is the scan of oapi-codegen's output.
+func checkNames(specPath string, s *nameScan, m *model) error {
 	var problems []string
 	for _, name := range s.dups {
 		d := s.decls[name]
@@ -94,11 +91,12 @@ func (s *nameScan) undeclared() []string {
 	return undeclaredTypes(s.fset, s.file, s.declared)
 }
 
-// scanNames parses oapi-codegen's output and finds its package-level
-// names.
-func scanNames(oapiSrc []byte) (*nameScan, error) {
+// scanNames parses oapi-codegen's output, the file at path, and finds its
+// package-level names. Identifiers are resolved within the file, as
+// parseGoFiles resolves them, so that the parse serves its checks too.
+func scanNames(path string, oapiSrc []byte) (*nameScan, error) {
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "oapi.gen.go", oapiSrc, parser.SkipObjectResolution)
+	f, err := parser.ParseFile(fset, path, oapiSrc, 0)
 	if err != nil {
 		return nil, fmt.Errorf("oapi-codegen produced code that does not parse: %w", err)
 	}

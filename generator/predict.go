@@ -64,7 +64,7 @@ func predict(spec *openapi3.T, conf codegen.Configuration) (*prediction, error) 
 	if err != nil {
 		return nil, err
 	}
-	scan, err := scanNames([]byte(code))
+	scan, err := scanNames("oapi.gen.go", []byte(code))
 	if err != nil {
 		return nil, err
 	}

@@ -106,7 +106,7 @@ func TestPredictedNames(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				restScan, err := scanNames([]byte(code))
+				restScan, err := scanNames("oapi.gen.go", []byte(code))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -114,7 +114,7 @@ func TestPredictedNames(t *testing.T) {
 				if code, err = codegen.Generate(doc, conf); err != nil {
 					t.Fatal(err)
 				}
-				scan, err := scanNames([]byte(code))
+				scan, err := scanNames("oapi.gen.go", []byte(code))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -66,12 +66,33 @@ type resolveMode struct {
 	// afterOutput resolves from oapi-codegen's output alone, never
 	// ahead of it: for the tests that compare the two.
 	afterOutput bool
+	// finish makes each output of oapi-codegen the file the caller
+	// writes, at path file, before its names are scanned, so that the
+	// scan of the last (resolved.scan) is the caller's parse of it. Nil
+	// and "" leave the output as it is, parsed as oapi.gen.go.
+	finish func(code string) string
+	file   string
+}
+
+// generate runs oapi-codegen on spec and finishes its output.
+func (m resolveMode) generate(spec *openapi3.T, conf codegen.Configuration) (string, error) {
+	code, err := codegen.Generate(spec, conf)
+	if err != nil || m.finish == nil {
+		return code, err
+	}
+	return m.finish(code), nil
+}
+
+// scan finds the names of code, an output of generate.
+func (m resolveMode) scan(code string) (*nameScan, error) {
+	return scanNames(cmp.Or(m.file, "oapi.gen.go"), []byte(code))
 }
 
 // resolved is what generateResolved makes of a spec.
 type resolved struct {
 	code  string
 	spec  *openapi3.T // the document code was generated from
+	scan  *nameScan   // code's names; nil when it does not parse
 	found []resolution
 	carry carried
 	// ahead is whether resolveAhead made it, running oapi-codegen in
@@ -186,11 +207,11 @@ func resolveAhead(specPath string, spec *openapi3.T, conf codegen.Configuration,
 	changed := r.enumConstants(p.scan, p.types.byName)
 	changed = r.typeNames(p.scan, p.types.byName) || changed
 	changed = r.typelessResponses(p.scan, p.types.paths) || changed
-	code, err := codegen.Generate(spec, conf)
+	code, err := mode.generate(spec, conf)
 	if err != nil {
 		return nil, nil, true
 	}
-	scan, scanErr := scanNames([]byte(code))
+	scan, scanErr := mode.scan(code)
 	if !changed {
 		return nil, &pass{code, scan, scanErr}, false
 	}
@@ -199,7 +220,7 @@ func resolveAhead(specPath string, spec *openapi3.T, conf codegen.Configuration,
 	}
 	r.reportEnums(scan)
 	r.reportClientResponses(scan)
-	return &resolved{code: code, spec: spec, found: r.found, carry: r.carried(hoists), ahead: true}, nil, false
+	return &resolved{code: code, spec: spec, scan: scan, found: r.found, carry: r.carried(hoists), ahead: true}, nil, false
 }
 
 // loop runs oapi-codegen on spec, or takes first, its output, and
@@ -208,14 +229,14 @@ func resolveAhead(specPath string, spec *openapi3.T, conf codegen.Configuration,
 func (r *resolver) loop(spec *openapi3.T, reload func() (*openapi3.T, error), conf codegen.Configuration, problems []unionProblem, hoists []hoist, first *pass) (resolved, error) {
 	specPath, mode := r.specPath, r.mode
 	if first == nil {
-		code, err := codegen.Generate(spec, conf)
+		code, err := mode.generate(spec, conf)
 		if err != nil {
 			if refusal := r.unionRefusal(err, problems); refusal != nil {
 				return resolved{}, refusal
 			}
 			return resolved{}, fmt.Errorf("%s: oapi-codegen: %w", specPath, err)
 		}
-		scan, err := scanNames([]byte(code))
+		scan, err := mode.scan(code)
 		first = &pass{code, scan, err}
 	}
 	code, scan := first.code, first.scan
@@ -254,10 +275,10 @@ func (r *resolver) loop(spec *openapi3.T, reload func() (*openapi3.T, error), co
 		if !changed {
 			break
 		}
-		if code, err = codegen.Generate(spec, conf); err != nil {
+		if code, err = mode.generate(spec, conf); err != nil {
 			return resolved{}, fmt.Errorf("%s: oapi-codegen, once idemgen had resolved what kept its output from compiling: %w", specPath, err)
 		}
-		if scan, err = scanNames([]byte(code)); err != nil {
+		if scan, err = mode.scan(code); err != nil {
 			break
 		}
 	}
@@ -268,7 +289,7 @@ func (r *resolver) loop(spec *openapi3.T, reload func() (*openapi3.T, error), co
 			r.found[i].text = "the augmented spec, for oapi-codegen's client of it: " + r.found[i].text
 		}
 	}
-	return resolved{code: code, spec: spec, found: r.found, carry: r.carried(hoists)}, nil
+	return resolved{code: code, spec: spec, scan: scan, found: r.found, carry: r.carried(hoists)}, nil
 }
 
 // carried is what the augmented spec carries of the resolutions.
@@ -364,8 +385,8 @@ func (r *resolver) keepPruned(spec *openapi3.T, load func() (*openapi3.T, error)
 	}
 	kept := conf
 	kept.OutputOptions.SkipPrune = true
-	if all, err := codegen.Generate(fresh, kept); err == nil {
-		if s, err := scanNames([]byte(all)); err == nil && len(s.undeclaredNames()) == 0 {
+	if all, err := r.mode.generate(fresh, kept); err == nil {
+		if s, err := r.mode.scan(all); err == nil && len(s.undeclaredNames()) == 0 {
 			schemas, loc := r.prunedSchemas(fresh, missing)
 			r.found = append(r.found, resolution{loc, fmt.Sprintf("oapi-codegen prunes the schemas no path uses, yet the webhooks' types name %s; generated with oapi-codegen.output-options.skip-prune: true, which keeps every schema (set it in the config to say so)", prunedWhat(missing, schemas))})
 			return all, fresh, s, kept, nil
@@ -388,8 +409,8 @@ func (r *resolver) keepReferred(spec *openapi3.T, load func() (*openapi3.T, erro
 	}
 	k := &keeper{name: freeName(componentNames(fresh), "IdemgenKeptSchemas"), schemas: schemas}
 	k.add(fresh)
-	if all, err := codegen.Generate(fresh, conf); err == nil {
-		if s, err := scanNames([]byte(all)); err == nil && len(s.undeclaredNames()) == 0 {
+	if all, err := r.mode.generate(fresh, conf); err == nil {
+		if s, err := r.mode.scan(all); err == nil && len(s.undeclaredNames()) == 0 {
 			r.keep = k
 			them := "them"
 			if len(schemas) == 1 {
