@@ -86,6 +86,7 @@ func runOapiCodegen(specPath string, cfg *Config) (out oapiOutput, err error) {
 		return oapiOutput{}, fmt.Errorf("oapi-codegen options: %w", err)
 	}
 	mode := resolveMode{
+		ahead:  predictable(spec),
 		tree:   sync.OnceValue(func() *yaml.Node { return specTree(specPath) }),
 		finish: func(code string) string { return retitle(code, cfg.specFromOutput()) },
 		file:   cfg.oapiFile(),

@@ -26,6 +26,28 @@ import (
 // against the prediction; where they differ, resolving starts over from
 // the output (resolveAhead), so the output is the same either way.
 
+// predictFrom is the size of a spec, in operations and component
+// schemas, from which resolving ahead pays. Predicting runs oapi-codegen
+// once without output, which parses its templates as every run does,
+// some 10 ms: for a smaller spec that is most of a full run, and running
+// it twice when a resolution is needed costs less than predicting for
+// every spec.
+const predictFrom = 64
+
+// predictable is whether spec is large enough for resolving ahead.
+func predictable(spec *openapi3.T) bool {
+	size := 0
+	if spec.Components != nil {
+		size = len(spec.Components.Schemas)
+	}
+	if spec.Paths != nil {
+		for _, item := range spec.Paths.Map() {
+			size += len(item.Operations())
+		}
+	}
+	return size >= predictFrom
+}
+
 // prediction is the names oapi-codegen's output for a spec declares,
 // told from its type definitions and from the output without models.
 type prediction struct {

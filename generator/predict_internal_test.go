@@ -180,7 +180,7 @@ func TestResolveAhead(t *testing.T) {
 	for _, spec := range aheadSpecs(t, true) {
 		for _, client := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/client=%v", filepath.Base(spec), client), func(t *testing.T) {
-				run := func(afterOutput bool) (resolved, error) {
+				run := func(ahead bool) (resolved, error) {
 					load := func() (*openapi3.T, error) {
 						return util.LoadSwaggerWithOverlay(spec, util.LoadSwaggerWithOverlayOpts{AllowRemoteRefsFrom: []string{}})
 					}
@@ -190,11 +190,11 @@ func TestResolveAhead(t *testing.T) {
 					}
 					oapiMu.Lock()
 					defer oapiMu.Unlock()
-					mode := resolveMode{tree: sync.OnceValue(func() *yaml.Node { return specTree(spec) }), afterOutput: afterOutput}
+					mode := resolveMode{tree: sync.OnceValue(func() *yaml.Node { return specTree(spec) }), ahead: ahead}
 					return generateResolved(spec, doc, load, serverConf(client), mode)
 				}
-				got, gotErr := run(false)
-				want, wantErr := run(true)
+				got, gotErr := run(true)
+				want, wantErr := run(false)
 				if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 					t.Fatalf("error %v, resolving after the output %v", gotErr, wantErr)
 				}

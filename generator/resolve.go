@@ -63,9 +63,10 @@ type resolveMode struct {
 	// (it records none for JSON); nil, or a nil tree, when it cannot be
 	// had.
 	tree func() *yaml.Node
-	// afterOutput resolves from oapi-codegen's output alone, never
-	// ahead of it: for the tests that compare the two.
-	afterOutput bool
+	// ahead tries to resolve ahead of oapi-codegen's output
+	// (resolveAhead) before resolving from it; not for the augmented
+	// spec, whose client's names it does not predict.
+	ahead bool
 	// finish makes each output of oapi-codegen the file the caller
 	// writes, at path file, before its names are scanned, so that the
 	// scan of the last (resolved.scan) is the caller's parse of it. Nil
@@ -141,8 +142,8 @@ type extended struct {
 // it was generated from, the resolutions as warnings and what the
 // augmented spec carries of them.
 //
-// For the server's output, it first tries to resolve before running
-// oapi-codegen in full (resolveAhead), which then runs once.
+// With mode.ahead, it first tries to resolve before running oapi-codegen
+// in full (resolveAhead), which then runs once.
 func generateResolved(specPath string, spec *openapi3.T, load func() (*openapi3.T, error), conf codegen.Configuration, mode resolveMode) (resolved, error) {
 	hoists, problems := hoistDiscriminated(spec)
 	// A fresh document needs the same hoists, which come out the same.
@@ -154,7 +155,7 @@ func generateResolved(specPath string, spec *openapi3.T, load func() (*openapi3.
 		return fresh, err
 	}
 	var first *pass
-	if !mode.inSpec && !mode.afterOutput {
+	if mode.ahead {
 		res, out, afresh := resolveAhead(specPath, spec, conf, mode, hoists)
 		switch {
 		case res != nil:
