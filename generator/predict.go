@@ -63,6 +63,11 @@ type prediction struct {
 // or when the names cannot be told without rendering the models. It
 // runs oapi-codegen on spec, which prunes it as the full run does.
 func predict(spec *openapi3.T, conf codegen.Configuration) (*prediction, error) {
+	if conf.OutputOptions.ResolveTypeNameCollisions {
+		// oapi-codegen then names types apart from the client's, which
+		// it gathers only when it generates the client.
+		return nil, nil
+	}
 	// oapi-codegen keeps what it makes of a spec in package variables,
 	// which only Generate sets: generating nothing sets them.
 	none := conf
