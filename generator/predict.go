@@ -91,10 +91,13 @@ func predict(spec *openapi3.T, conf codegen.Configuration) (*prediction, error) 
 	if err != nil {
 		return nil, err
 	}
-	scan, err := scanNames("oapi.gen.go", []byte(code))
+	// Only its names are wanted, not the resolution of its identifiers.
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "oapi.gen.go", code, parser.SkipObjectResolution)
 	if err != nil {
 		return nil, err
 	}
+	scan := scanFile(fset, f)
 	// The models come first in the output; oapi-codegen's output
 	// without them is the rest of it.
 	return &prediction{types: ts, scan: newNameScan(slices.Concat(models, scan.list), scan.methods), rest: scan.list}, nil
