@@ -59,16 +59,27 @@ func Generate(cfg *Config) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}
-	annotated, err := annotation.Read(specPath, src)
-	if err != nil {
+	// Reading the annotations parses the whole spec, which oapi-codegen
+	// does not need: it is read while oapi-codegen loads the spec, on
+	// another core where there is one. Its errors come first, as when it
+	// was read before.
+	var annotated []annotation.Operation
+	var readErr error
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		if annotated, readErr = annotation.Read(specPath, src); readErr == nil && cfg.Errors != nil {
+			readErr = errorSchemaOf(specPath, src, cfg.Errors)
+		}
+	}()
+	readDone := func() error {
+		<-read
+		return readErr
+	}
+	oapi, err := runOapiCodegen(specPath, cfg, readDone)
+	if err := readDone(); err != nil {
 		return nil, err
 	}
-	if cfg.Errors != nil {
-		if err := errorSchemaOf(specPath, src, cfg.Errors); err != nil {
-			return nil, err
-		}
-	}
-	oapi, err := runOapiCodegen(specPath, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -42,8 +42,10 @@ type oapiOutput struct {
 }
 
 // runOapiCodegen generates models, the std-http server and the strict
-// server for the spec.
-func runOapiCodegen(specPath string, cfg *Config) (out oapiOutput, err error) {
+// server for the spec. Once the spec is loaded, it waits for read, which
+// says whether the spec's annotations are read without error, and
+// returns that error before generating.
+func runOapiCodegen(specPath string, cfg *Config, read func() error) (out oapiOutput, err error) {
 	oapiMu.Lock()
 	defer oapiMu.Unlock()
 	defer func() {
@@ -59,6 +61,9 @@ func runOapiCodegen(specPath string, cfg *Config) (out oapiOutput, err error) {
 		})
 	}
 	spec, err := load()
+	if err := read(); err != nil {
+		return oapiOutput{}, err
+	}
 	if err != nil {
 		if src, rerr := os.ReadFile(specPath); rerr == nil {
 			if broken := brokenRefs(specPath, src); broken != nil {
