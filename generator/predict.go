@@ -34,18 +34,31 @@ import (
 // every spec.
 const predictFrom = 64
 
+// restFirstBelow is the number of operations below which the prediction
+// renders the output without models at once, rather than after a run
+// that renders nothing and only if the models may need it: both runs
+// set oapi-codegen's package variables, and for fewer operations the
+// rendering (some 0.2 ms an operation) costs less than the other run.
+const restFirstBelow = 64
+
 // predictable is whether spec is large enough for resolving ahead.
 func predictable(spec *openapi3.T) bool {
-	size := 0
+	size := operations(spec)
 	if spec.Components != nil {
-		size = len(spec.Components.Schemas)
-	}
-	if spec.Paths != nil {
-		for _, item := range spec.Paths.Map() {
-			size += len(item.Operations())
-		}
+		size += len(spec.Components.Schemas)
 	}
 	return size >= predictFrom
+}
+
+// operations counts the operations of spec's paths.
+func operations(spec *openapi3.T) int {
+	n := 0
+	if spec.Paths != nil {
+		for _, item := range spec.Paths.Map() {
+			n += len(item.Operations())
+		}
+	}
+	return n
 }
 
 // prediction is the names oapi-codegen's output for a spec declares,
@@ -69,11 +82,17 @@ func predict(spec *openapi3.T, conf codegen.Configuration) (*prediction, error) 
 		return nil, nil
 	}
 	// oapi-codegen keeps what it makes of a spec in package variables,
-	// which only Generate sets: generating nothing sets them.
-	none := conf
-	none.Generate = codegen.GenerateOptions{}
-	none.OutputOptions.SkipFmt = true
-	if _, err := codegen.Generate(spec, none); err != nil {
+	// which only Generate sets: generating nothing sets them, and so
+	// does generating the output without models.
+	rest := conf
+	rest.Generate.Models = false
+	rest.OutputOptions.SkipFmt = true
+	first, restFirst := rest, operations(spec) < restFirstBelow
+	if !restFirst {
+		first.Generate = codegen.GenerateOptions{}
+	}
+	code, err := codegen.Generate(spec, first)
+	if err != nil {
 		return nil, err
 	}
 	ts, err := collectTypes(spec, conf)
@@ -84,12 +103,10 @@ func predict(spec *openapi3.T, conf codegen.Configuration) (*prediction, error) 
 	if !ok || !ts.mayCollide(models, conf) {
 		return nil, nil
 	}
-	rest := conf
-	rest.Generate.Models = false
-	rest.OutputOptions.SkipFmt = true
-	code, err := codegen.Generate(spec, rest)
-	if err != nil {
-		return nil, err
+	if !restFirst {
+		if code, err = codegen.Generate(spec, rest); err != nil {
+			return nil, err
+		}
 	}
 	// Only its names are wanted, not the resolution of its identifiers.
 	fset := token.NewFileSet()
