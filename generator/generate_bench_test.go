@@ -15,8 +15,9 @@ import (
 // BenchmarkGenerateStripe times idemgen's whole generation of the
 // corpus's Stripe spec (4 MB, 468 operations, unannotated) next to
 // oapi-codegen's own on it, with the options idemgen gives it: loading
-// the spec and codegen.Generate, as its command does. The target is
-// idemgen at most 1.3x oapi-codegen's time; the ratio is logged. One
+// the spec and codegen.Generate, as its command does. oapi-codegen runs
+// first, and idemgen's line reports its time as a multiple of
+// oapi-codegen's (x-oapi-codegen), which should be 1.3 at most. One
 // generation takes seconds, so ask for a few:
 //
 //	IDEMGEN_SPECS=$PWD/../shared/specs go test -run '^$' -bench GenerateStripe -benchtime 3x ./generator
@@ -33,15 +34,7 @@ func BenchmarkGenerateStripe(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var idemgen, oapi time.Duration // per generation
-	b.Run("idemgen", func(b *testing.B) {
-		for b.Loop() {
-			if _, err := generator.Generate(cfg); err != nil {
-				b.Fatal(err)
-			}
-		}
-		idemgen = b.Elapsed() / time.Duration(b.N)
-	})
+	var oapi time.Duration // per generation
 	b.Run("oapi-codegen", func(b *testing.B) {
 		conf := codegen.Configuration{
 			PackageName: "gen",
@@ -60,7 +53,14 @@ func BenchmarkGenerateStripe(b *testing.B) {
 		}
 		oapi = b.Elapsed() / time.Duration(b.N)
 	})
-	if idemgen > 0 && oapi > 0 {
-		b.Logf("idemgen %.2fs, oapi-codegen %.2fs: %.2fx its time (the target is 1.3x at most)", idemgen.Seconds(), oapi.Seconds(), idemgen.Seconds()/oapi.Seconds())
-	}
+	b.Run("idemgen", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := generator.Generate(cfg); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if oapi > 0 {
+			b.ReportMetric(float64(b.Elapsed()/time.Duration(b.N))/float64(oapi), "x-oapi-codegen")
+		}
+	})
 }
