@@ -50,14 +50,15 @@ func augmentedClient(file string, root *yaml.Node, encode func() ([]byte, error)
 		return []resolution{{nil, fmt.Sprintf("oapi-codegen cannot generate a client of the augmented spec: %v", err)}}, nil
 	}
 	res.carry.apply(root)
-	return append(res.found, unresolved(res.code)...), nil
+	return append(res.found, unresolved(res)...), nil
 }
 
-// unresolved says what still keeps code, oapi-codegen's client of the
+// unresolved says what still keeps res.code, oapi-codegen's client of the
 // augmented spec, from compiling, as a warning; none when nothing does.
-func unresolved(code string) []resolution {
-	scan, err := scanNames([]byte(code))
-	if err != nil {
+func unresolved(res resolved) []resolution {
+	scan := res.scan
+	if scan == nil {
+		_, err := scanNames("oapi.gen.go", []byte(res.code))
 		return []resolution{{nil, fmt.Sprintf("oapi-codegen's client of the augmented spec does not parse: %v", err)}}
 	}
 	var problems []string

@@ -3,8 +3,6 @@ package generator
 import (
 	"fmt"
 	"go/ast"
-	"go/parser"
-	"go/token"
 	"reflect"
 	"slices"
 	"strconv"
@@ -61,11 +59,7 @@ type canonicalGen struct {
 	shaper       *shaper // the shapes of types, for the contracts
 }
 
-func newCanonicalGen(oapiSrc []byte) (*canonicalGen, error) {
-	f, err := parser.ParseFile(token.NewFileSet(), "oapi.gen.go", oapiSrc, parser.SkipObjectResolution)
-	if err != nil {
-		return nil, fmt.Errorf("oapi-codegen produced code that does not parse: %w", err)
-	}
+func newCanonicalGen(f *ast.File) *canonicalGen {
 	g := &canonicalGen{types: map[string]*ast.TypeSpec{}, declared: map[string]bool{}, marshalers: map[string]bool{}, unmarshalers: map[string]bool{}, writers: map[string]string{}}
 	for _, imp := range f.Imports {
 		if imp.Path.Value == `"time"` {
@@ -109,7 +103,7 @@ func newCanonicalGen(oapiSrc []byte) (*canonicalGen, error) {
 			}
 		}
 	}
-	return g, nil
+	return g
 }
 
 // operation writes op's fingerprint function and returns the call of it
@@ -679,11 +673,8 @@ func pointerArgs(excl [][]string) string {
 
 // writeFingerprints writes the fingerprint writers of the model's
 // annotated operations into it, and their contracts (see contract.go).
-func writeFingerprints(oapiSrc []byte, m *model) error {
-	g, err := newCanonicalGen(oapiSrc)
-	if err != nil {
-		return err
-	}
+func writeFingerprints(oapiFile *ast.File, m *model) error {
+	g := newCanonicalGen(oapiFile)
 	for i := range m.Operations {
 		if op := &m.Operations[i]; op.Idempotent {
 			op.FingerprintCall = g.operation(op, op.Fingerprint)

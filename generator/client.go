@@ -44,14 +44,15 @@ const clientFile = "idempotency_client.gen.go"
 // operation declares for them (clientKeyErrors), gives the client's file
 // the imports it uses (clientImports), and refuses Go code that would not
 // compile for a reason parsing finds (checkCompile). It returns files with
-// the client's file completed. spec is the text of the spec at specPath.
-func finishGoFiles(specPath string, spec []byte, m *model, files []File) ([]File, error) {
+// the client's file completed. spec is the text of the spec at specPath;
+// oapi is oapi-codegen's file, parsed already.
+func finishGoFiles(specPath string, spec []byte, m *model, files []File, oapi *nameScan) ([]File, error) {
 	if m.Client && m.Idempotent {
 		if err := clientKeyErrors(specPath, spec, m); err != nil {
 			return nil, err
 		}
 	}
-	pkgs, err := parseGoFiles(files)
+	pkgs, err := parseGoFiles(files, oapi)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", specPath, err)
 	}

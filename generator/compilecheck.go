@@ -29,17 +29,26 @@ type goFile struct {
 
 // parseGoFiles parses the Go files among files, by directory, in order.
 // Identifiers are resolved within each file, which tells package
-// qualifiers from local names.
-func parseGoFiles(files []File) ([]*goPackage, error) {
+// qualifiers from local names. parsed, when not nil, is one of them
+// parsed already, by its path, whose file set the others join.
+func parseGoFiles(files []File, parsed *nameScan) ([]*goPackage, error) {
 	fset := token.NewFileSet()
+	if parsed != nil {
+		fset = parsed.fset
+	}
 	var pkgs []*goPackage
 	for _, f := range files {
 		if !strings.HasSuffix(f.Path, ".go") {
 			continue
 		}
-		file, err := parser.ParseFile(fset, f.Path, f.Content, 0)
-		if err != nil {
-			return nil, fmt.Errorf("%s does not parse%s: %w", f.Path, generatorBug, err)
+		var file *ast.File
+		if parsed != nil && fset.File(parsed.file.Pos()).Name() == f.Path {
+			file = parsed.file
+		} else {
+			var err error
+			if file, err = parser.ParseFile(fset, f.Path, f.Content, 0); err != nil {
+				return nil, fmt.Errorf("%s does not parse%s: %w", f.Path, generatorBug, err)
+			}
 		}
 		dir := filepath.Dir(f.Path)
 		i := slices.IndexFunc(pkgs, func(p *goPackage) bool { return p.dir == dir })

@@ -276,6 +276,9 @@ func (c *Config) specFromOutput() string {
 	return filepath.ToSlash(rel)
 }
 
+// oapiFile is the path of oapi-codegen's output, as File.Path.
+func (c *Config) oapiFile() string { return filepath.Join(c.Output.Dir, "oapi.gen.go") }
+
 // yamlLineError is how the YAML parser words a syntax error.
 var yamlLineError = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 

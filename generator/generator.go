@@ -59,16 +59,27 @@ func Generate(cfg *Config) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}
-	annotated, err := annotation.Read(specPath, src)
-	if err != nil {
+	// Reading the annotations parses the whole spec, which oapi-codegen
+	// does not need: it is read while oapi-codegen loads the spec, on
+	// another core where there is one. Its errors come first, as when it
+	// was read before.
+	var annotated []annotation.Operation
+	var readErr error
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		if annotated, readErr = annotation.Read(specPath, src); readErr == nil && cfg.Errors != nil {
+			readErr = errorSchemaOf(specPath, src, cfg.Errors)
+		}
+	}()
+	readDone := func() error {
+		<-read
+		return readErr
+	}
+	oapi, err := runOapiCodegen(specPath, cfg, readDone)
+	if err := readDone(); err != nil {
 		return nil, err
 	}
-	if cfg.Errors != nil {
-		if err := errorSchemaOf(specPath, src, cfg.Errors); err != nil {
-			return nil, err
-		}
-	}
-	oapi, err := runOapiCodegen(specPath, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -77,10 +88,16 @@ func Generate(cfg *Config) (*Result, error) {
 		return nil, err
 	}
 	m.Warnings = withResolutions(specPath, oapi.warnings, m.Warnings)
-	if err := checkNames(specPath, oapi.src, m); err != nil {
+	// oapi-codegen's output is parsed once, for every check of it.
+	scan := oapi.scan
+	if scan == nil {
+		_, err := scanNames("oapi.gen.go", oapi.src)
 		return nil, err
 	}
-	if err := writeFingerprints(oapi.src, m); err != nil {
+	if err := checkNames(specPath, scan, m); err != nil {
+		return nil, err
+	}
+	if err := writeFingerprints(scan.file, m); err != nil {
 		return nil, err
 	}
 	schemas, warnings, err := requestSchemas(specPath, oapi.version, m.Operations)
@@ -121,7 +138,7 @@ func Generate(cfg *Config) (*Result, error) {
 		}
 	}
 	res.Files = append(res.Files,
-		File{Path: filepath.Join(cfg.Output.Dir, "oapi.gen.go"), Content: oapi.src},
+		File{Path: cfg.oapiFile(), Content: oapi.src},
 		File{Path: filepath.Join(cfg.Output.Dir, layerFile), Content: layer},
 	)
 	if m.Client && m.Idempotent {
@@ -131,7 +148,7 @@ func Generate(cfg *Config) (*Result, error) {
 		}
 		res.Files = append(res.Files, File{Path: filepath.Join(cfg.Output.Dir, "idempotency_client.gen.go"), Content: client})
 	}
-	if res.Files, err = finishGoFiles(specPath, src, m, res.Files); err != nil {
+	if res.Files, err = finishGoFiles(specPath, src, m, res.Files, scan); err != nil {
 		return nil, err
 	}
 	if m.Tests && m.Idempotent {

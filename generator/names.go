@@ -20,12 +20,9 @@ import (
 // schema it pruned (one used only by webhooks). Finding these by parsing
 // is cheap; the alternative is a compiler error in the user's build.
 // runOapiCodegen resolves what it can of these before (see resolve.go);
-// what is left is refused here. specPath names the spec in the error.
-func checkNames(specPath string, oapiSrc []byte, m *model) error {
-	s, err := scanNames(oapiSrc)
-	if err != nil {
-		return err
-	}
+// what is left is refused here. specPath names the spec in the error; s
+// is the scan of oapi-codegen's output.
+func checkNames(specPath string, s *nameScan, m *model) error {
 	var problems []string
 	for _, name := range s.dups {
 		d := s.decls[name]
@@ -57,19 +54,25 @@ func checkNames(specPath string, oapiSrc []byte, m *model) error {
 // nameScan is what the package-level names of oapi-codegen's output are.
 type nameScan struct {
 	fset *token.FileSet
-	file *ast.File
+	file *ast.File // nil for a prediction (predict.go)
+	// list is every declaration, in the order of the output.
+	list []nameDecl
 	// declared holds the first declaration of each name, decls every
 	// declaration of the names declared more than once, and dups those
 	// names, in the order of their second declarations.
 	declared map[string]token.Pos
 	decls    map[string][]nameDecl
 	dups     []string
-	// interfaceMethods are the methods declared on interface types.
+	// methods are the methods whose receiver is a named type, not a
+	// pointer to one; interfaceMethods those of them declared on
+	// interface types.
+	methods          []interfaceMethod
 	interfaceMethods []interfaceMethod
 }
 
 // nameDecl is one package-level declaration.
 type nameDecl struct {
+	name string
 	pos  token.Pos
 	kind token.Token // token.TYPE, CONST, VAR or FUNC
 	// For a constant: the name of its type and its value, a literal as
@@ -88,52 +91,40 @@ func (s *nameScan) undeclared() []string {
 	return undeclaredTypes(s.fset, s.file, s.declared)
 }
 
-// scanNames parses oapi-codegen's output and finds its package-level
-// names.
-func scanNames(oapiSrc []byte) (*nameScan, error) {
+// scanNames parses oapi-codegen's output, the file at path, and finds its
+// package-level names. Identifiers are resolved within the file, as
+// parseGoFiles resolves them, so that the parse serves its checks too.
+func scanNames(path string, oapiSrc []byte) (*nameScan, error) {
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "oapi.gen.go", oapiSrc, parser.SkipObjectResolution)
+	f, err := parser.ParseFile(fset, path, oapiSrc, 0)
 	if err != nil {
 		return nil, fmt.Errorf("oapi-codegen produced code that does not parse: %w", err)
 	}
-	s := &nameScan{fset: fset, file: f, declared: map[string]token.Pos{}, decls: map[string][]nameDecl{}}
-	first := map[string]nameDecl{}
-	interfaces := map[string]bool{}
-	declare := func(name string, d nameDecl) {
-		if name == "_" {
-			return
-		}
-		prev, dup := first[name]
-		if !dup {
-			first[name] = d
-			s.declared[name] = d.pos
-			return
-		}
-		if len(s.decls[name]) == 0 {
-			s.decls[name] = []nameDecl{prev}
-			s.dups = append(s.dups, name)
-		}
-		s.decls[name] = append(s.decls[name], d)
-	}
+	return scanFile(fset, f), nil
+}
+
+// scanFile finds the package-level names of f, oapi-codegen's output
+// parsed.
+func scanFile(fset *token.FileSet, f *ast.File) *nameScan {
+	var list []nameDecl
+	var methods []interfaceMethod
 	for _, d := range f.Decls {
 		switch d := d.(type) {
 		case *ast.FuncDecl:
 			if d.Recv == nil {
-				declare(d.Name.Name, nameDecl{pos: d.Pos(), kind: token.FUNC})
+				list = append(list, nameDecl{name: d.Name.Name, pos: d.Pos(), kind: token.FUNC})
+			} else if id, ok := d.Recv.List[0].Type.(*ast.Ident); ok && d.Name.Name != "" {
+				methods = append(methods, interfaceMethod{recv: id.Name, method: d.Name.Name})
 			}
 		case *ast.GenDecl:
 			for _, spec := range d.Specs {
 				switch spec := spec.(type) {
 				case *ast.TypeSpec:
 					_, iface := spec.Type.(*ast.InterfaceType)
-					iface = iface && spec.Assign == 0
-					declare(spec.Name.Name, nameDecl{pos: spec.Pos(), kind: token.TYPE, iface: iface})
-					if iface {
-						interfaces[spec.Name.Name] = true
-					}
+					list = append(list, nameDecl{name: spec.Name.Name, pos: spec.Pos(), kind: token.TYPE, iface: iface && spec.Assign == 0})
 				case *ast.ValueSpec:
 					for i, n := range spec.Names {
-						nd := nameDecl{pos: n.Pos(), kind: d.Tok}
+						nd := nameDecl{name: n.Name, pos: n.Pos(), kind: d.Tok}
 						if id, ok := spec.Type.(*ast.Ident); ok && d.Tok == token.CONST {
 							nd.constType = id.Name
 							if i < len(spec.Values) {
@@ -142,23 +133,53 @@ func scanNames(oapiSrc []byte) (*nameScan, error) {
 								}
 							}
 						}
-						declare(n.Name, nd)
+						list = append(list, nd)
 					}
 				}
 			}
 		}
 	}
-	for _, d := range f.Decls {
-		fn, ok := d.(*ast.FuncDecl)
-		if !ok || fn.Recv == nil {
+	s := newNameScan(list, methods)
+	s.fset, s.file = fset, f
+	return s
+}
+
+// newNameScan indexes the declarations of list, in the order of the
+// output, and methods, the methods on named types.
+func newNameScan(list []nameDecl, methods []interfaceMethod) *nameScan {
+	s := &nameScan{list: list, methods: methods, declared: make(map[string]token.Pos, len(list)), decls: map[string][]nameDecl{}}
+	first := make(map[string]nameDecl, len(list))
+	interfaces := map[string]bool{}
+	for _, d := range list {
+		if d.name == "_" {
 			continue
 		}
-		if id, ok := fn.Recv.List[0].Type.(*ast.Ident); ok && interfaces[id.Name] && fn.Name.Name != "" {
-			s.interfaceMethods = append(s.interfaceMethods, interfaceMethod{recv: id.Name, method: fn.Name.Name})
+		if d.iface {
+			interfaces[d.name] = true
+		}
+		prev, dup := first[d.name]
+		if !dup {
+			first[d.name] = d
+			s.declared[d.name] = d.pos
+			continue
+		}
+		if len(s.decls[d.name]) == 0 {
+			s.decls[d.name] = []nameDecl{prev}
+			s.dups = append(s.dups, d.name)
+		}
+		s.decls[d.name] = append(s.decls[d.name], d)
+	}
+	for _, m := range methods {
+		if interfaces[m.recv] {
+			s.interfaceMethods = append(s.interfaceMethods, m)
 		}
 	}
-	return s, nil
+	return s
 }
+
+// dirty is whether the output declares a name twice or a method on an
+// interface type.
+func (s *nameScan) dirty() bool { return len(s.dups) > 0 || len(s.interfaceMethods) > 0 }
 
 // fixedLayerNames are the package-level names idempotency.go.tmpl
 // declares for every spec.
@@ -331,26 +352,9 @@ func (s *nameScan) undeclaredNames() []string {
 // constNamed returns the name of the constant of type typeName whose value
 // is the literal lit, or "".
 func (s *nameScan) constNamed(typeName, lit string) string {
-	for _, d := range s.file.Decls {
-		g, ok := d.(*ast.GenDecl)
-		if !ok || g.Tok != token.CONST {
-			continue
-		}
-		for _, spec := range g.Specs {
-			v, ok := spec.(*ast.ValueSpec)
-			if !ok {
-				continue
-			}
-			if id, ok := v.Type.(*ast.Ident); !ok || id.Name != typeName {
-				continue
-			}
-			for i, n := range v.Names {
-				if i < len(v.Values) {
-					if b, ok := v.Values[i].(*ast.BasicLit); ok && b.Value == lit {
-						return n.Name
-					}
-				}
-			}
+	for _, d := range s.list {
+		if d.kind == token.CONST && d.constType == typeName && d.constValue == lit {
+			return d.name
 		}
 	}
 	return ""

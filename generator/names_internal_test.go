@@ -85,7 +85,7 @@ func (a Answer) VisitAnswer(w http.ResponseWriter) error { return nil }
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := checkNames("openapi.yaml", []byte(prelude+tt.src), &model{Spec: "../openapi.yaml"})
+			err := checkSource("openapi.yaml", []byte(prelude+tt.src), &model{Spec: "../openapi.yaml"})
 			if tt.want == nil {
 				if err != nil {
 					t.Fatalf("checkNames: %v", err)
@@ -112,13 +112,22 @@ func (a Answer) VisitAnswer(w http.ResponseWriter) error { return nil }
 	}
 }
 
+// checkSource is checkNames on src, oapi-codegen's output.
+func checkSource(specPath string, src []byte, m *model) error {
+	s, err := scanNames("oapi.gen.go", src)
+	if err != nil {
+		return err
+	}
+	return checkNames(specPath, s, m)
+}
+
 // The names a phased operation adds to the package are checked against
 // oapi-codegen's output like the others.
 func TestCheckNamesPhased(t *testing.T) {
 	op := operation{GoName: "CreateThing", Name: "createThing", Idempotent: true, Answer: "createThingAnswer"}
 	op.Points = []recoveryPoint{{Name: "done", Const: "CreateThingDone", Phase: "CreateThingAfterDone"}}
 	src := "package gen\n\ntype CreateThingStep struct{}\n\nconst CreateThingDone = 1\n\ntype CreateThingAfterDone struct{}\n"
-	err := checkNames("openapi.yaml", []byte(src), &model{Operations: []operation{op}})
+	err := checkSource("openapi.yaml", []byte(src), &model{Operations: []operation{op}})
 	if err == nil {
 		t.Fatal("checkNames found nothing")
 	}

@@ -63,14 +63,42 @@ type resolveMode struct {
 	// (it records none for JSON); nil, or a nil tree, when it cannot be
 	// had.
 	tree func() *yaml.Node
+	// ahead tries to resolve ahead of oapi-codegen's output
+	// (resolveAhead) before resolving from it; not for the augmented
+	// spec, whose client's names it does not predict.
+	ahead bool
+	// finish makes each output of oapi-codegen the file the caller
+	// writes, at path file, before its names are scanned, so that the
+	// scan of the last (resolved.scan) is the caller's parse of it. Nil
+	// and "" leave the output as it is, parsed as oapi.gen.go.
+	finish func(code string) string
+	file   string
+}
+
+// generate runs oapi-codegen on spec and finishes its output.
+func (m resolveMode) generate(spec *openapi3.T, conf codegen.Configuration) (string, error) {
+	code, err := codegen.Generate(spec, conf)
+	if err != nil || m.finish == nil {
+		return code, err
+	}
+	return m.finish(code), nil
+}
+
+// scan finds the names of code, an output of generate.
+func (m resolveMode) scan(code string) (*nameScan, error) {
+	return scanNames(cmp.Or(m.file, "oapi.gen.go"), []byte(code))
 }
 
 // resolved is what generateResolved makes of a spec.
 type resolved struct {
 	code  string
 	spec  *openapi3.T // the document code was generated from
+	scan  *nameScan   // code's names; nil when it does not parse
 	found []resolution
 	carry carried
+	// ahead is whether resolveAhead made it, running oapi-codegen in
+	// full once.
+	ahead bool
 }
 
 type resolver struct {
@@ -113,12 +141,11 @@ type extended struct {
 // so keeping them needs a fresh one. It returns the output, the document
 // it was generated from, the resolutions as warnings and what the
 // augmented spec carries of them.
+//
+// With mode.ahead, it first tries to resolve before running oapi-codegen
+// in full (resolveAhead), which then runs once.
 func generateResolved(specPath string, spec *openapi3.T, load func() (*openapi3.T, error), conf codegen.Configuration, mode resolveMode) (resolved, error) {
-	r := &resolver{specPath: specPath, mode: mode, spec: spec, taken: map[string]bool{}, done: map[string]bool{}, enumByTy: map[string]*enumRename{}}
 	hoists, problems := hoistDiscriminated(spec)
-	for _, h := range hoists {
-		r.found = append(r.found, resolution{r.position(h.pointer), h.describe()})
-	}
 	// A fresh document needs the same hoists, which come out the same.
 	reload := func() (*openapi3.T, error) {
 		fresh, err := load()
@@ -127,15 +154,94 @@ func generateResolved(specPath string, spec *openapi3.T, load func() (*openapi3.
 		}
 		return fresh, err
 	}
-	code, err := codegen.Generate(spec, conf)
-	if err != nil {
-		if refusal := r.unionRefusal(err, problems); refusal != nil {
-			return resolved{}, refusal
+	var first *pass
+	if mode.ahead {
+		res, out, afresh := resolveAhead(specPath, spec, conf, mode, hoists)
+		switch {
+		case res != nil:
+			return *res, nil
+		case afresh:
+			var err error
+			if spec, err = reload(); err != nil {
+				return resolved{}, fmt.Errorf("%s: load spec: %w", specPath, err)
+			}
 		}
-		return resolved{}, fmt.Errorf("%s: oapi-codegen: %w", specPath, err)
+		first = out
 	}
-	scan, err := scanNames([]byte(code))
+	return newResolver(specPath, mode, spec, hoists).loop(spec, reload, conf, problems, hoists, first)
+}
+
+// pass is one output of oapi-codegen and its names, or why they could
+// not be had.
+type pass struct {
+	code    string
+	scan    *nameScan
+	scanErr error
+}
+
+func newResolver(specPath string, mode resolveMode, spec *openapi3.T, hoists []hoist) *resolver {
+	r := &resolver{specPath: specPath, mode: mode, spec: spec, taken: map[string]bool{}, done: map[string]bool{}, enumByTy: map[string]*enumRename{}}
+	for _, h := range hoists {
+		r.found = append(r.found, resolution{r.position(h.pointer), h.describe()})
+	}
+	return r
+}
+
+// resolveAhead resolves from a prediction of the names oapi-codegen's
+// output declares (predict.go), then runs oapi-codegen once. It returns
+// the result when the output is the one the prediction was for; else
+// nothing, with the output when nothing was resolved (the loop's first
+// pass), or afresh when the loop must start over on a fresh document:
+// the prediction or oapi-codegen failed, or the output declares what
+// the prediction did not say. The loop makes the same resolutions from
+// the output itself, so the result is the same either way; only the
+// time differs, one full run of oapi-codegen instead of two.
+func resolveAhead(specPath string, spec *openapi3.T, conf codegen.Configuration, mode resolveMode, hoists []hoist) (res *resolved, first *pass, afresh bool) {
+	p, err := predict(spec, conf)
 	if err != nil {
+		return nil, nil, true
+	}
+	r := newResolver(specPath, mode, spec, hoists)
+	if p == nil || !p.scan.dirty() || r.clientNamed(p.scan, p.types.paths, conf) {
+		return nil, nil, false // nothing to resolve, or an option to set, which changes more names
+	}
+	changed := r.enumConstants(p.scan, p.types.byName)
+	changed = r.typeNames(p.scan, p.types.byName) || changed
+	changed = r.typelessResponses(p.scan, p.types.paths) || changed
+	code, err := mode.generate(spec, conf)
+	if err != nil {
+		return nil, nil, true
+	}
+	scan, scanErr := mode.scan(code)
+	if !changed {
+		return nil, &pass{code, scan, scanErr}, false
+	}
+	if scanErr != nil || scan.dirty() || len(scan.undeclaredNames()) > 0 || !p.confirmed(spec, conf, scan) {
+		return nil, nil, true
+	}
+	r.reportEnums(scan)
+	r.reportClientResponses(scan)
+	return &resolved{code: code, spec: spec, scan: scan, found: r.found, carry: r.carried(hoists), ahead: true}, nil, false
+}
+
+// loop runs oapi-codegen on spec, or takes first, its output, and
+// resolves what it can of what keeps the output from compiling, running
+// oapi-codegen again after each round of resolutions.
+func (r *resolver) loop(spec *openapi3.T, reload func() (*openapi3.T, error), conf codegen.Configuration, problems []unionProblem, hoists []hoist, first *pass) (resolved, error) {
+	specPath, mode := r.specPath, r.mode
+	if first == nil {
+		code, err := mode.generate(spec, conf)
+		if err != nil {
+			if refusal := r.unionRefusal(err, problems); refusal != nil {
+				return resolved{}, refusal
+			}
+			return resolved{}, fmt.Errorf("%s: oapi-codegen: %w", specPath, err)
+		}
+		scan, err := mode.scan(code)
+		first = &pass{code, scan, err}
+	}
+	code, scan := first.code, first.scan
+	if first.scanErr != nil {
 		return resolved{code: code, spec: spec}, nil // checkNames reports it
 	}
 	if missing := scan.undeclaredNames(); len(missing) > 0 && !conf.OutputOptions.SkipPrune {
@@ -143,21 +249,19 @@ func generateResolved(specPath string, spec *openapi3.T, load func() (*openapi3.
 		if mode.inSpec {
 			keep = r.keepReferred
 		}
+		var err error
 		code, spec, scan, conf, err = keep(spec, reload, conf, code, scan, missing)
 		if err != nil {
 			return resolved{}, err
 		}
 		r.spec = spec
 	}
-	for round := 0; round < maxResolveRounds && (len(scan.dups) > 0 || len(scan.interfaceMethods) > 0); round++ {
-		tds, err := collectTypeDefs(spec, conf)
+	for round := 0; round < maxResolveRounds && scan.dirty(); round++ {
+		ts, err := collectTypes(spec, conf)
 		if err != nil {
 			break // left to checkNames
 		}
-		defs, err := codegen.OperationDefinitions(spec)
-		if err != nil {
-			break
-		}
+		tds, defs := ts.byName, ts.paths
 		var changed bool
 		if mode.inSpec {
 			changed = r.clientResponseNames(scan, defs, spec, conf)
@@ -172,10 +276,10 @@ func generateResolved(specPath string, spec *openapi3.T, load func() (*openapi3.
 		if !changed {
 			break
 		}
-		if code, err = codegen.Generate(spec, conf); err != nil {
+		if code, err = mode.generate(spec, conf); err != nil {
 			return resolved{}, fmt.Errorf("%s: oapi-codegen, once idemgen had resolved what kept its output from compiling: %w", specPath, err)
 		}
-		if scan, err = scanNames([]byte(code)); err != nil {
+		if scan, err = mode.scan(code); err != nil {
 			break
 		}
 	}
@@ -186,7 +290,7 @@ func generateResolved(specPath string, spec *openapi3.T, load func() (*openapi3.
 			r.found[i].text = "the augmented spec, for oapi-codegen's client of it: " + r.found[i].text
 		}
 	}
-	return resolved{code: code, spec: spec, found: r.found, carry: r.carried(hoists)}, nil
+	return resolved{code: code, spec: spec, scan: scan, found: r.found, carry: r.carried(hoists)}, nil
 }
 
 // carried is what the augmented spec carries of the resolutions.
@@ -282,8 +386,8 @@ func (r *resolver) keepPruned(spec *openapi3.T, load func() (*openapi3.T, error)
 	}
 	kept := conf
 	kept.OutputOptions.SkipPrune = true
-	if all, err := codegen.Generate(fresh, kept); err == nil {
-		if s, err := scanNames([]byte(all)); err == nil && len(s.undeclaredNames()) == 0 {
+	if all, err := r.mode.generate(fresh, kept); err == nil {
+		if s, err := r.mode.scan(all); err == nil && len(s.undeclaredNames()) == 0 {
 			schemas, loc := r.prunedSchemas(fresh, missing)
 			r.found = append(r.found, resolution{loc, fmt.Sprintf("oapi-codegen prunes the schemas no path uses, yet the webhooks' types name %s; generated with oapi-codegen.output-options.skip-prune: true, which keeps every schema (set it in the config to say so)", prunedWhat(missing, schemas))})
 			return all, fresh, s, kept, nil
@@ -306,8 +410,8 @@ func (r *resolver) keepReferred(spec *openapi3.T, load func() (*openapi3.T, erro
 	}
 	k := &keeper{name: freeName(componentNames(fresh), "IdemgenKeptSchemas"), schemas: schemas}
 	k.add(fresh)
-	if all, err := codegen.Generate(fresh, conf); err == nil {
-		if s, err := scanNames([]byte(all)); err == nil && len(s.undeclaredNames()) == 0 {
+	if all, err := r.mode.generate(fresh, conf); err == nil {
+		if s, err := r.mode.scan(all); err == nil && len(s.undeclaredNames()) == 0 {
 			r.keep = k
 			them := "them"
 			if len(schemas) == 1 {
@@ -391,11 +495,27 @@ type typeDef struct {
 
 func (t typeDef) schema() *openapi3.Schema { return t.Schema.OAPISchema }
 
-// collectTypeDefs returns the types oapi-codegen declares for the spec's
-// schemas, by Go name, as it builds them. It must run right after
-// codegen.Generate on spec, whose package state it reads.
-func collectTypeDefs(spec *openapi3.T, conf codegen.Configuration) (map[string][]typeDef, error) {
-	var top []codegen.TypeDefinition
+// typeSet is what oapi-codegen builds of a spec's schemas and operations
+// before it renders them.
+type typeSet struct {
+	// components are the types of the components' schemas, parameters,
+	// responses and request bodies, in oapi-codegen's order.
+	components []codegen.TypeDefinition
+	// paths are the operations of the paths; ops are those, the
+	// webhooks' and the callbacks', and responseTypes the types of each
+	// of ops' responses.
+	paths, ops    []codegen.OperationDefinition
+	responseTypes [][]codegen.TypeDefinition
+	// byName are the types oapi-codegen declares for the spec's schemas,
+	// by Go name, each inline type too.
+	byName map[string][]typeDef
+}
+
+// collectTypes returns the types oapi-codegen declares for the spec, as
+// it builds them. It must run right after codegen.Generate on spec, whose
+// package state it reads.
+func collectTypes(spec *openapi3.T, conf codegen.Configuration) (*typeSet, error) {
+	ts := &typeSet{}
 	components := map[*openapi3.Schema]bool{}
 	if c := spec.Components; c != nil {
 		for _, s := range c.Schemas {
@@ -419,10 +539,10 @@ func collectTypeDefs(spec *openapi3.T, conf codegen.Configuration) (map[string][
 		if err != nil {
 			return nil, err
 		}
-		top = slices.Concat(schemas, params, responses, bodies)
+		ts.components = slices.Concat(schemas, params, responses, bodies)
 	}
-	ops, err := codegen.OperationDefinitions(spec)
-	if err != nil {
+	var err error
+	if ts.paths, err = codegen.OperationDefinitions(spec); err != nil {
 		return nil, err
 	}
 	webhooks, err := codegen.WebhookOperationDefinitions(spec)
@@ -433,18 +553,23 @@ func collectTypeDefs(spec *openapi3.T, conf codegen.Configuration) (map[string][
 	if err != nil {
 		return nil, err
 	}
-	for _, op := range slices.Concat(ops, webhooks, callbacks) {
+	ts.ops = slices.Concat(ts.paths, webhooks, callbacks)
+	top := slices.Clone(ts.components)
+	for _, op := range ts.ops {
 		top = append(top, op.TypeDefinitions...)
 		top = append(top, codegen.GenerateTypeDefsForOperation(op)...)
 		responses, err := op.GetResponseTypeDefinitions()
 		if err != nil {
 			return nil, err
 		}
+		var types []codegen.TypeDefinition
 		for _, r := range responses {
-			top = append(top, r.AdditionalTypeDefinitions...)
+			types = append(types, r.AdditionalTypeDefinitions...)
 		}
+		ts.responseTypes = append(ts.responseTypes, types)
+		top = append(top, types...)
 	}
-	byName := map[string][]typeDef{}
+	ts.byName = map[string][]typeDef{}
 	type key struct {
 		name   string
 		schema *openapi3.Schema
@@ -458,7 +583,7 @@ func collectTypeDefs(spec *openapi3.T, conf codegen.Configuration) (map[string][
 		}
 		seen[k] = true
 		inline := strings.Contains(td.JsonName, ".") && td.Schema.OAPISchema != nil && !components[td.Schema.OAPISchema]
-		byName[td.TypeName] = append(byName[td.TypeName], typeDef{td, inline})
+		ts.byName[td.TypeName] = append(ts.byName[td.TypeName], typeDef{td, inline})
 		for _, a := range td.Schema.AdditionalTypes {
 			add(a)
 		}
@@ -466,7 +591,7 @@ func collectTypeDefs(spec *openapi3.T, conf codegen.Configuration) (map[string][
 	for _, td := range top {
 		add(td)
 	}
-	return byName, nil
+	return ts, nil
 }
 
 // free returns name, or name with the smallest number from 2 appended
@@ -509,6 +634,22 @@ func (r *resolver) clientResponses(scan *nameScan, defs []codegen.OperationDefin
 	}
 	conf.OutputOptions.ResolveTypeNameCollisions = true
 	return true
+}
+
+// clientNamed is whether a name declared twice is the client's response
+// type of an operation, which clientResponses resolves with an option of
+// oapi-codegen's.
+func (r *resolver) clientNamed(scan *nameScan, defs []codegen.OperationDefinition, conf codegen.Configuration) bool {
+	if !conf.Generate.Client || conf.OutputOptions.ResolveTypeNameCollisions {
+		return false
+	}
+	suffix := cmp.Or(conf.OutputOptions.ResponseTypeSuffix, "Response")
+	for _, op := range defs {
+		if _, dup := scan.decls[op.OperationId+suffix]; dup {
+			return true
+		}
+	}
+	return false
 }
 
 // reportClientResponses adds the resolution of the client's response
