@@ -61,6 +61,53 @@ func operations(spec *openapi3.T) int {
 	return n
 }
 
+// operationIDs are the operationIds of a document's operations. When
+// oapi-codegen runs, it writes their Go names over them in the document,
+// and a later run sees those: echo's per-operation middleware keys, for
+// one, are the ids a run sees.
+type operationIDs map[*openapi3.Operation]string
+
+// operationIDsOf records the operationIds of spec's operations: its
+// paths', their callbacks' and its webhooks'.
+func operationIDsOf(spec *openapi3.T) operationIDs {
+	ids := operationIDs{}
+	var item func(*openapi3.PathItem)
+	item = func(p *openapi3.PathItem) {
+		if p == nil {
+			return
+		}
+		for _, op := range p.Operations() {
+			if _, seen := ids[op]; op == nil || seen {
+				continue
+			}
+			ids[op] = op.OperationID
+			for _, cb := range op.Callbacks {
+				if cb != nil && cb.Value != nil {
+					for _, p := range cb.Value.Map() {
+						item(p)
+					}
+				}
+			}
+		}
+	}
+	if spec.Paths != nil {
+		for _, p := range spec.Paths.Map() {
+			item(p)
+		}
+	}
+	for _, p := range spec.Webhooks {
+		item(p)
+	}
+	return ids
+}
+
+// restore writes the recorded operationIds back.
+func (ids operationIDs) restore() {
+	for op, id := range ids {
+		op.OperationID = id
+	}
+}
+
 // prediction is the names oapi-codegen's output for a spec declares,
 // told from its type definitions and from the output without models.
 type prediction struct {

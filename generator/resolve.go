@@ -197,17 +197,25 @@ func newResolver(specPath string, mode resolveMode, spec *openapi3.T, hoists []h
 // the output itself, so the result is the same either way; only the
 // time differs, one full run of oapi-codegen instead of two.
 func resolveAhead(specPath string, spec *openapi3.T, conf codegen.Configuration, mode resolveMode, hoists []hoist) (res *resolved, first *pass, afresh bool) {
+	// The loop's first run of oapi-codegen sees the operationIds as
+	// loaded, and the run after a resolution those the first run wrote
+	// (ids).
+	ids := operationIDsOf(spec)
 	p, err := predict(spec, conf)
 	if err != nil {
 		return nil, nil, true
 	}
 	r := newResolver(specPath, mode, spec, hoists)
 	if p == nil || !p.scan.dirty() || r.clientNamed(p.scan, p.types.paths, conf) {
+		ids.restore()
 		return nil, nil, false // nothing to resolve, or an option to set, which changes more names
 	}
 	changed := r.enumConstants(p.scan, p.types.byName)
 	changed = r.typeNames(p.scan, p.types.byName) || changed
 	changed = r.typelessResponses(p.scan, p.types.paths) || changed
+	if !changed {
+		ids.restore() // the run is the loop's first
+	}
 	code, err := mode.generate(spec, conf)
 	if err != nil {
 		return nil, nil, true
