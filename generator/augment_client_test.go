@@ -28,6 +28,7 @@ import (
 // client team's build fails where idemgen's did not. Stripe's spec runs
 // only with IDEMGEN_SPECS_LONG=1.
 func TestAugmentedClientCompilesEverySpec(t *testing.T) {
+	t.Parallel()
 	specsDir := realspecs.Dir(t)
 	exports := &exportData{files: map[string]string{}}
 	for file := range indexedSpecs(t) {

@@ -42,6 +42,7 @@ import (
 // builds for its imports once. TestClientHonoursDeclaredKeyLimits builds
 // its own spec's package with the go command.
 func TestClientCompilesEverySpec(t *testing.T) {
+	t.Parallel()
 	exports := &exportData{files: map[string]string{}}
 	t.Run("clientlimits", func(t *testing.T) {
 		t.Parallel()

@@ -80,6 +80,7 @@ func rendered(path string) bool { return filepath.Base(path) != "oapi.gen.go" }
 
 // TestGoldenCompiles builds and vets each golden case's Go output.
 func TestGoldenCompiles(t *testing.T) {
+	t.Parallel()
 	for _, dir := range goldenCases(t) {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			t.Parallel()

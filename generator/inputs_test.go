@@ -17,6 +17,7 @@ import (
 // not change when the typed request does would replay another request's
 // answer.
 func TestFingerprintFollowsBinder(t *testing.T) {
+	t.Parallel()
 	runInputs(t, "^TestFingerprintFollowsBinder$")
 }
 

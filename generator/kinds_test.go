@@ -25,6 +25,7 @@ import (
 // and a value a router middleware set reaching the handler. The tests of
 // the suite that have a test of their own here are left to it.
 func TestServerKinds(t *testing.T) {
+	t.Parallel()
 	for _, kind := range serverKinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -37,6 +38,7 @@ func TestServerKinds(t *testing.T) {
 // server kind: an annotated operation's body is bounded, and an
 // unannotated one's is not, wherever the routes are mounted.
 func TestBodyBoundUnderPrefix(t *testing.T) {
+	t.Parallel()
 	for _, kind := range serverKinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()

@@ -141,6 +141,7 @@ var realSpecCases = []struct {
 // names the cause; none may panic, and the small ones' output must
 // compile.
 func TestRealSpecs(t *testing.T) {
+	t.Parallel()
 	specsDir := realspecs.Dir(t)
 	index := indexedSpecs(t)
 	covered := map[string]bool{}

@@ -21,6 +21,7 @@ import (
 // keeps oapi-codegen's client of it from compiling (one warning each), so
 // that client compiles too.
 func TestResolvedSpecs(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		spec     string
 		warnings []string // after the spec's path

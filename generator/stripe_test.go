@@ -29,6 +29,7 @@ const longSpecsEnv = "IDEMGEN_SPECS_LONG"
 // include-operation-ids; with IDEMGEN_SPECS_LONG=1 it runs on the whole
 // spec's package too, which builds and vets it.
 func TestStripeSpecBuilds(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile(filepath.Join(realspecs.Dir(t), stripeSpec))
 	if err != nil {
 		t.Fatal(err)
