@@ -82,3 +82,16 @@ func TestToken(t *testing.T) {
 		t.Fatal("a token changed between two calls")
 	}
 }
+
+// testSecret is the secret of the tokens of the tests' servers.
+const testSecret = "test-secret"
+
+// bearer is the Authorization header of account's requests to the tests'
+// servers.
+func bearer(account string) string { return "Bearer " + server.Token(testSecret, account) }
+
+// authorize names account in req and adds its token.
+func authorize(req *http.Request, account string) {
+	req.Header.Set("X-Account-Id", account)
+	req.Header.Set("Authorization", bearer(account))
+}
