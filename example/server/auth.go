@@ -131,6 +131,6 @@ func unauthenticated(what string) *idem.Problem {
 		Type:   ProblemUnauthenticated,
 		Title:  "Unauthenticated",
 		Status: http.StatusUnauthorized,
-		Detail: what + " Send Authorization: Bearer <token> with the token of the account in X-Account-Id (orders-api -token ACCOUNT prints one); the request was not run, and nothing was stored under its Idempotency-Key.",
+		Detail: what + " Send the header Authorization: Bearer TOKEN, where TOKEN is the token of the account in X-Account-Id (orders-api -token ACCOUNT prints it); the request was not run, and nothing was stored under its Idempotency-Key.",
 	}
 }
