@@ -14,11 +14,19 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemgen/idemgen/example/server"
 	"github.com/idemgen/idemgen/idem"
 )
 
 // account is the X-Account-Id of every request: the scope of the keys.
 const account = "acct_bench"
+
+// authSecret is the secret of the orders-api's bearer tokens in a run
+// (startServer sets it); every request carries account's token, which the
+// orders-api checks and the other servers ignore.
+const authSecret = "idemgen-bench-secret"
+
+var authorization = "Bearer " + server.Token(authSecret, account)
 
 // outcome is what a response says happened.
 type outcome int
@@ -149,6 +157,7 @@ func (c *client) roundTrip(ctx context.Context, r request) (outcome, int, []byte
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("X-Account-Id", account)
+	req.Header.Set("Authorization", authorization)
 	if r.key != "" {
 		req.Header.Set(idem.HeaderKey, r.key)
 	}
@@ -181,6 +190,7 @@ func (c *client) post(ctx context.Context, r request, into any) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Account-Id", account)
+	req.Header.Set("Authorization", authorization)
 	if r.key != "" {
 		req.Header.Set(idem.HeaderKey, r.key)
 	}

@@ -77,6 +77,7 @@ func measureMemory(ctx context.Context, srv *serverProc, path string, n int, siz
 			if err == nil {
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("X-Account-Id", account)
+				req.Header.Set("Authorization", authorization)
 				req.Header.Set(idem.HeaderKey, "big-"+strconv.Itoa(i))
 				var resp *http.Response
 				if resp, err = http.DefaultClient.Do(req); err == nil {

@@ -58,21 +58,24 @@ type serverProc struct {
 }
 
 // startServer runs the orders-api bin against dbURL on a free loopback
-// port, with the statement counter on, and waits until it listens.
+// port, with the statement counter on and the clients' token secret, and
+// waits until it listens.
 func startServer(ctx context.Context, bin, dbURL string, logTo io.Writer, extraArgs ...string) (*serverProc, error) {
 	args := append([]string{"-addr", "127.0.0.1:0", "-db-stats", "-bench-peers"}, extraArgs...)
-	return startProcess(ctx, exec.Command(bin, args...), dbURL, logTo)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = []string{"ORDERS_AUTH_SECRET=" + authSecret}
+	return startProcess(ctx, cmd, dbURL, logTo)
 }
 
-// startProcess starts cmd with DATABASE_URL=dbURL and waits until it logs
-// that it listens.
+// startProcess starts cmd with DATABASE_URL=dbURL, and the variables in
+// cmd.Env, and waits until it logs that it listens.
 func startProcess(ctx context.Context, cmd *exec.Cmd, dbURL string, logTo io.Writer) (*serverProc, error) {
 	s := &serverProc{
 		cmd:  cmd,
 		http: &http.Client{Timeout: 30 * time.Second},
 		done: make(chan struct{}),
 	}
-	s.cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
+	s.cmd.Env = append(append(os.Environ(), cmd.Env...), "DATABASE_URL="+dbURL)
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		return nil, err

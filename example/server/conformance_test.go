@@ -1,12 +1,9 @@
 package server_test
 
 import (
-	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"testing"
 
-	"github.com/idemgen/idemgen/example/gen"
 	"github.com/idemgen/idemgen/example/gen/gentest"
 	"github.com/idemgen/idemgen/example/orders"
 	"github.com/idemgen/idemgen/example/psp"
@@ -16,8 +13,9 @@ import (
 
 // TestIdemtest runs the conformance checks idemgen generates (tests: true
 // in idemgen.yaml writes gen/gentest) on the example's own service, as a
-// team would on theirs: createOrder with the request built from the
-// spec's examples, createPayment with one for an order made first.
+// team would on theirs, behind its account check as its server serves
+// it: createOrder with the spec's example order, createPayment with one
+// for an order made first, both with the account's token (kitRequests).
 func TestIdemtest(t *testing.T) {
 	pool := idemtest.NewPool(t)
 	if err := orders.Migrate(t.Context(), pool); err != nil {
@@ -33,14 +31,7 @@ func TestIdemtest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gentest.Check(t, svc, pgstore.New(pool, pgstore.Options{}), gen.IdempotentHandlerOptions{}, gentest.Requests{
-		CreatePayment: &idemtest.Request{
-			Method: "POST",
-			Path:   "/payments",
-			Header: http.Header{"Content-Type": {"application/json"}, "X-Account-Id": {"acct_demo"}},
-			Body:   fmt.Appendf(nil, `{"order_id": %q, "amount_cents": 990}`, orderID),
-		},
-	})
+	gentest.Check(t, svc, pgstore.New(pool, pgstore.Options{}), kitOptions(), kitRequests(orderID))
 
 	// The checks' runs that committed: the first, one of the concurrent
 	// ones, and the retry after the failed run, whose order rolled back.

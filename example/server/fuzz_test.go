@@ -1,8 +1,9 @@
 package server_test
 
-// FuzzGeneratedHandler sends arbitrary requests to the generated handler
-// over the in-memory key store, so it needs no database, and checks the
-// protocol's invariants on every answer.
+// FuzzGeneratedHandler sends arbitrary requests to the generated handler,
+// behind the example's account check, over the in-memory key store, so it
+// needs no database, and checks the protocol's invariants and the
+// account check's on every answer.
 
 import (
 	"bufio"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/example/gen"
+	"github.com/idemgen/idemgen/example/server"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/memstore"
 )
@@ -36,7 +38,14 @@ const (
 	fuzzTwoKeys                   // send the Idempotency-Key header twice
 	fuzzChunked                   // send the body without a length
 	fuzzRaiseLimit                // raise MaxBodyBytes, so that deep JSON reaches the decoder
+	fuzzNoToken                   // send no Authorization header
+	fuzzOtherToken                // send the token of another account than the one sent
 )
+
+// fuzzSecret is the secret of the fuzzed handler's tokens. A request
+// carries the token of the account it sends, or of the account string
+// when it sends none, unless its flags say otherwise.
+const fuzzSecret = "fuzz-secret"
 
 const (
 	fuzzLimit = 4096
@@ -46,10 +55,11 @@ const (
 )
 
 // fuzzStatuses are the statuses each route may answer: the spec's for its
-// operation plus the protocol's. The fake service never fails, so 500 is
+// operation plus the protocol's, and the account check's 401 and 403,
+// which the spec does not list. The fake service never fails, so 500 is
 // never right.
 var fuzzStatuses = func() map[string][]int {
-	protocol := []int{400, 409, 413, 415, 422, 503}
+	protocol := []int{400, 401, 403, 409, 413, 415, 422, 503}
 	m := map[string][]int{
 		"POST /orders":          {201, 400},
 		"GET /orders":           {200},
@@ -97,9 +107,20 @@ func FuzzGeneratedHandler(f *testing.F) {
 	add("POST", "/orders", `""`, "acct_1", ctJSON, 0, order)
 	add("POST", "/orders", " \t k1 \t ", "acct_1", ctJSON, 0, order)
 
-	// Accounts.
+	// Accounts and their tokens. Without an account the request carries
+	// the token of the empty one: well formed, and no account's.
 	add("POST", "/orders", "k1", "", ctJSON, fuzzNoAccount, order)
 	add("POST", "/payments", "k1", "", ctJSON, 0, payment)
+	add("GET", "/orders?customer_id=cus_1", "", "", "", fuzzNoKey|fuzzNoContentType, "")
+	add("GET", "/orders/ord_1", "", "acct_1", "", fuzzNoAccount|fuzzNoKey|fuzzNoContentType, "")
+	add("POST", "/orders", "k1", "acct_1", ctJSON, fuzzNoToken, order)
+	add("POST", "/orders", "k1", "acct_1", ctJSON, fuzzOtherToken, order)
+	add("POST", "/payments", "p1", "acct_1", ctJSON, fuzzOtherToken, payment)
+	add("POST", "/payments", "p1", "acct_1", ctJSON, fuzzNoToken, `{"order_id": "ord_1", "amount_cents": -5}`)
+	add("POST", "/orders", "clé", "acct_1", ctJSON, fuzzOtherToken, order)
+	add("POST", "/baseline/orders", "", "acct_1", ctJSON, fuzzNoKey|fuzzOtherToken, order)
+	add("GET", "/orders/ord_1", "", "acct_1", "", fuzzNoKey|fuzzNoContentType|fuzzOtherToken, "")
+	add("GET", "/orders?customer_id=cus_1", "", "acct_1", "", fuzzNoKey|fuzzNoContentType|fuzzNoToken, "")
 
 	// Bodies.
 	add("POST", "/orders", "k1", "acct_1", ctJSON, 0, "{\"amount_cents\": 1, \"currency\": \"\xff\xfe\", \"customer_id\": \"c\x80\"}")
@@ -160,7 +181,15 @@ func FuzzGeneratedHandler(f *testing.F) {
 		if _, err := http.ReadRequest(bufio.NewReader(strings.NewReader(line))); err != nil {
 			t.Skip("a server rejects this request line")
 		}
-		newRequest := func() *http.Request {
+		own := "Bearer " + server.Token(fuzzSecret, account)
+		auth := own
+		switch {
+		case flags&fuzzNoToken != 0:
+			auth = ""
+		case flags&fuzzOtherToken != 0:
+			auth = "Bearer " + server.Token(fuzzSecret, "other:"+account)
+		}
+		newRequest := func(auth string) *http.Request {
 			r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(line)))
 			if err != nil {
 				t.Fatal(err)
@@ -182,6 +211,9 @@ func FuzzGeneratedHandler(f *testing.F) {
 			if flags&fuzzNoContentType == 0 {
 				r.Header["Content-Type"] = []string{contentType}
 			}
+			if auth != "" {
+				r.Header["Authorization"] = []string{auth}
+			}
 			return r
 		}
 		limit := int64(fuzzLimit)
@@ -194,14 +226,21 @@ func FuzzGeneratedHandler(f *testing.F) {
 		store := memstore.New(memstore.Options{})
 		svc := &fakeService{store: store, runs: map[idem.ID]int{}}
 		h := gen.NewIdempotentHandler(svc, store, gen.IdempotentHandlerOptions{
-			Options:      idem.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-			MaxBodyBytes: limit,
+			Options:           idem.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+			MaxBodyBytes:      limit,
+			StrictMiddlewares: []gen.StrictMiddlewareFunc{server.Authenticate(fuzzSecret)},
 		})
 
+		if auth != own {
+			// The account's own request first, so that its key holds the
+			// account's answer: what follows, without its token, must
+			// never get it.
+			serveFuzz(t, h, newRequest(own), input)
+		}
 		// The same request twice: the second is a retry.
 		var first fuzzAnswer
 		for try := range 2 {
-			r := newRequest()
+			r := newRequest(auth)
 			before := svc.calls
 			svc.attempts = nil
 			a := serveFuzz(t, h, r, input)
@@ -289,6 +328,7 @@ func checkFuzzAnswer(t *testing.T, r *http.Request, a fuzzAnswer, limit int64, b
 	if a.status >= 400 {
 		checkFuzzProblem(t, a, input)
 	}
+	authorized := checkFuzzAuth(t, r, a, input)
 	op, annotated := fuzzAnnotated[a.route]
 	if !annotated {
 		return
@@ -306,7 +346,9 @@ func checkFuzzAnswer(t *testing.T, r *http.Request, a fuzzAnswer, limit int64, b
 	if undeclared && a.ran {
 		t.Errorf("%s ran a body with Content-Type %q\n  %s", op, r.Header.Get("Content-Type"), input)
 	}
-	if !keyOK && a.status != 400 && a.status != 413 && a.status != 415 {
+	// The route gate refuses a missing or repeated key before the account
+	// check, and the protocol an invalid one after it.
+	if !keyOK && a.status != 400 && a.status != 413 && a.status != 415 && (authorized || a.status != 401 && a.status != 403) {
 		t.Errorf("%s answered a missing or invalid key with %d %s\n  %s", op, a.status, a.body, input)
 	}
 	if keyOK && a.ran && a.status >= 200 && a.status < 300 && !strings.HasPrefix(a.header.Get("Content-Type"), "application/json") {
@@ -327,8 +369,9 @@ func checkFuzzAnswer(t *testing.T, r *http.Request, a fuzzAnswer, limit int64, b
 			t.Errorf("%s ran a body of %d bytes, over the limit of %d\n  %s", op, len(body), limit, input)
 		}
 		// A 400 is right too when the request is bad before the decoder
-		// reaches the limit: in its parameters or its first bytes.
-		if a.status != 413 && a.status != 400 && a.status != 415 {
+		// reaches the limit: in its parameters or its first bytes; a 401 or
+		// 403 when the body's end is found past the account check.
+		if a.status != 413 && a.status != 400 && a.status != 415 && (authorized || a.status != 401 && a.status != 403) {
 			t.Errorf("%s answered a body over the limit with %d %s\n  %s", op, a.status, a.body, input)
 		}
 	}
@@ -337,6 +380,33 @@ func checkFuzzAnswer(t *testing.T, r *http.Request, a fuzzAnswer, limit int64, b
 	if a.status == 409 || a.status == 422 || a.status == 503 {
 		t.Errorf("%s answered %d %s\n  %s", op, a.status, a.body, input)
 	}
+}
+
+// checkFuzzAuth checks the account check's part of an answer from a route,
+// and reports whether r carried the token of the one account it names. A
+// request that did not is never run, never answered 2xx and never a
+// replay, whatever its account, key and body; one that did is never
+// refused by the check. A 401 is for a request without a token (the
+// others carry one of the right form), a 403 for one with the token of
+// another account than the one it names, or of none.
+func checkFuzzAuth(t *testing.T, r *http.Request, a fuzzAnswer, input string) bool {
+	t.Helper()
+	accounts := r.Header.Values("X-Account-Id")
+	authorized := len(accounts) == 1 && accounts[0] != "" &&
+		r.Header.Get("Authorization") == "Bearer "+server.Token(fuzzSecret, accounts[0])
+	if authorized {
+		if a.status == 401 || a.status == 403 {
+			t.Errorf("%s refused its account's token: %d %s\n  %s", a.route, a.status, a.body, input)
+		}
+		return true
+	}
+	if a.ran || a.status < 400 || a.header.Get(idem.HeaderReplayed) != "" {
+		t.Errorf("%s served a request without its account's token: %d %v %s (ran %v)\n  %s", a.route, a.status, a.header, a.body, a.ran, input)
+	}
+	if a.status == 401 && r.Header.Get("Authorization") != "" {
+		t.Errorf("%s answered a bearer token of the right form with 401: %s\n  %s", a.route, a.body, input)
+	}
+	return false
 }
 
 // checkFuzzProblem checks that an error answer is a problem with a detail.

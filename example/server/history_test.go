@@ -101,7 +101,7 @@ func TestHistoryOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := &historyService{}
-	srv := httptest.NewServer(server.Handler(svc, pool, hist.Logger()))
+	srv := httptest.NewServer(server.Handler(svc, pool, hist.Logger(), testSecret))
 	t.Cleanup(srv.Close)
 	h := history.Postgres(t, pool, history.PostgresOptions{})
 	h.Points = []string{string(gen.CreatePaymentPaymentCreated), string(gen.CreatePaymentChargeCreated)}
@@ -119,7 +119,7 @@ func TestHistoryOverHTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("X-Account-Id", req.ID.Scope)
+		authorize(r, req.ID.Scope)
 		r.Header.Set(idem.HeaderKey, req.ID.Key)
 		r.Header.Set(historyRequest, id)
 		resp, err := http.DefaultClient.Do(r)

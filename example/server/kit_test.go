@@ -17,6 +17,7 @@ import (
 	"github.com/idemgen/idemgen/example/gen/gentest"
 	"github.com/idemgen/idemgen/example/orders"
 	"github.com/idemgen/idemgen/example/psp"
+	"github.com/idemgen/idemgen/example/server"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/idemgen/idemgen/idem/pgstore"
@@ -95,6 +96,36 @@ func (s poolWriter) CreateOrder(ctx context.Context, at *idem.Attempt[pgx.Tx], r
 	return gen.CreateOrder201JSONResponse{Body: o, Headers: gen.CreateOrder201ResponseHeaders{Location: "/orders/" + o.Id}}, nil
 }
 
+// kitOptions serve the example behind its account check with the tests'
+// secret, as its server does.
+func kitOptions() gen.IdempotentHandlerOptions {
+	return gen.IdempotentHandlerOptions{StrictMiddlewares: []gen.StrictMiddlewareFunc{server.Authenticate(testSecret)}}
+}
+
+// kitRequests are the kit's requests for the example behind its account
+// check: the spec's example order (what the kit sends by default, which
+// carries no token) and a payment for orderID, each with the token of
+// the account acct_demo.
+func kitRequests(orderID string) gentest.Requests {
+	header := func() http.Header {
+		return http.Header{"Content-Type": {"application/json"}, "X-Account-Id": {"acct_demo"}, "Authorization": {bearer("acct_demo")}}
+	}
+	return gentest.Requests{
+		CreateOrder: &idemtest.Request{
+			Method: "POST",
+			Path:   "/orders",
+			Header: header(),
+			Body:   []byte(`{"amount_cents":1250,"currency":"EUR","customer_id":"cus_42"}`),
+		},
+		CreatePayment: &idemtest.Request{
+			Method: "POST",
+			Path:   "/payments",
+			Header: header(),
+			Body:   fmt.Appendf(nil, `{"order_id": %q, "amount_cents": 990}`, orderID),
+		},
+	}
+}
+
 // kitService returns the example's service on a fresh database, and the
 // requests the kit needs for it.
 func kitService(t *testing.T) (*pgxpool.Pool, *orders.Service, gentest.Requests) {
@@ -110,14 +141,7 @@ func kitService(t *testing.T) (*pgxpool.Pool, *orders.Service, gentest.Requests)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pool, &orders.Service{Pool: pool, PSP: &psp.Client{BaseURL: provider.URL}}, gentest.Requests{
-		CreatePayment: &idemtest.Request{
-			Method: "POST",
-			Path:   "/payments",
-			Header: http.Header{"Content-Type": {"application/json"}, "X-Account-Id": {"acct_demo"}},
-			Body:   fmt.Appendf(nil, `{"order_id": %q, "amount_cents": 990}`, orderID),
-		},
-	}
+	return pool, &orders.Service{Pool: pool, PSP: &psp.Client{BaseURL: provider.URL}}, kitRequests(orderID)
 }
 
 // The kit fails a handler that writes through the pool instead of
@@ -127,7 +151,7 @@ func TestKitCatchesWritesOutsideTheAttempt(t *testing.T) {
 	t.Run("through the pool", func(t *testing.T) {
 		pool, svc, reqs := kitService(t)
 		ft := newFakeT(t)
-		gentest.Check(ft, poolWriter{svc}, pgstore.New(pool, pgstore.Options{}), gen.IdempotentHandlerOptions{}, reqs)
+		gentest.Check(ft, poolWriter{svc}, pgstore.New(pool, pgstore.Options{}), kitOptions(), reqs)
 		failures := ft.failures.all()
 		if !ft.Failed() || len(failures) != 1 {
 			t.Fatalf("the kit reported %d failures, want 1, from createOrder's error check: %q", len(failures), failures)
@@ -140,7 +164,7 @@ func TestKitCatchesWritesOutsideTheAttempt(t *testing.T) {
 	t.Run("through the attempt", func(t *testing.T) {
 		pool, svc, reqs := kitService(t)
 		ft := newFakeT(t)
-		gentest.Check(ft, svc, pgstore.New(pool, pgstore.Options{}), gen.IdempotentHandlerOptions{}, reqs)
+		gentest.Check(ft, svc, pgstore.New(pool, pgstore.Options{}), kitOptions(), reqs)
 		if f := ft.failures.all(); ft.Failed() || len(f) != 0 {
 			t.Fatalf("the kit failed the example's own handlers: %q", f)
 		}

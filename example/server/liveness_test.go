@@ -68,7 +68,7 @@ func TestDuplicateDuringPoolExhaustion(t *testing.T) {
 			return reply{}, err
 		}
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Account-Id", "acct_1")
+		authorize(req, "acct_1")
 		req.Header.Set(idem.HeaderKey, key)
 		resp, err := client.Do(req)
 		if err != nil {

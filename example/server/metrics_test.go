@@ -45,6 +45,7 @@ func TestExampleServesMetrics(t *testing.T) {
 	srv, err := server.Start(context.Background(), server.Config{
 		DatabaseURL: pgtest.NewDatabase(t),
 		PSPURL:      provider.URL,
+		AuthSecret:  testSecret,
 		Logger:      slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -59,7 +60,7 @@ func TestExampleServesMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Account-Id", "acct_1")
+		authorize(req, "acct_1")
 		if key != "" {
 			req.Header.Set("Idempotency-Key", key)
 		}
@@ -178,6 +179,7 @@ func TestExampleRedisFilter(t *testing.T) {
 	api, err := server.Start(context.Background(), server.Config{
 		DatabaseURL: pgtest.NewDatabase(t),
 		RedisURL:    "redis://" + srv.Addr + "/0",
+		AuthSecret:  testSecret,
 		Logger:      slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -192,7 +194,7 @@ func TestExampleRedisFilter(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Account-Id", account)
+		authorize(req, account)
 		req.Header.Set("Idempotency-Key", "k1")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -58,7 +58,7 @@ func TestMigrationsUnderTraffic(t *testing.T) {
 	defer admin.Close()
 	// Each attempt holds its order row a while, as real work does.
 	svc := &orders.Service{Pool: pool, WorkDelay: 5 * time.Millisecond}
-	srv := httptest.NewServer(server.Handler(svc, pool, slog.New(slog.DiscardHandler)))
+	srv := httptest.NewServer(server.Handler(svc, pool, slog.New(slog.DiscardHandler), testSecret))
 	defer srv.Close()
 
 	var (
@@ -74,7 +74,7 @@ func TestMigrationsUnderTraffic(t *testing.T) {
 			panic(err)
 		}
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Account-Id", "acct_1")
+		authorize(req, "acct_1")
 		req.Header.Set("Idempotency-Key", key)
 		start := time.Now()
 		resp, err := http.DefaultClient.Do(req)

@@ -51,7 +51,7 @@ func (e *env) sendPayment(key, orderID string, amount int) (reply, error) {
 		return reply{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Account-Id", "acct_1")
+	authorize(req, "acct_1")
 	req.Header.Set("Idempotency-Key", key)
 	return e.roundTrip(req)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/idemgen/idemgen/example/gen"
 	"github.com/idemgen/idemgen/example/orders"
 	"github.com/idemgen/idemgen/example/psp"
+	"github.com/idemgen/idemgen/example/server"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/idemgen/idemgen/internal/pgbouncer"
@@ -169,7 +170,10 @@ func newEnvBehindPooler(t *testing.T, storePool, checkPool *pgxpool.Pool, log *l
 	e.svc = &service{Service: &orders.Service{Pool: storePool, PSP: &psp.Client{BaseURL: provider.URL}}, hook: hook}
 	logger := slog.New(slog.NewTextHandler(log, nil))
 	store := pgstore.New(storePool, pgstore.Options{TransactionPooling: true, Logger: logger})
-	srv := httptest.NewServer(gen.NewIdempotentHandler(e.svc, store, gen.IdempotentHandlerOptions{Options: idem.Options{Logger: logger}}))
+	srv := httptest.NewServer(gen.NewIdempotentHandler(e.svc, store, gen.IdempotentHandlerOptions{
+		Options:           idem.Options{Logger: logger},
+		StrictMiddlewares: []gen.StrictMiddlewareFunc{server.Authenticate(testSecret)},
+	}))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return e

@@ -72,7 +72,11 @@ type Config struct {
 	// Redis, everything else by PostgreSQL. A Redis that is down only
 	// costs its help.
 	RedisURL string
-	Logger   *slog.Logger
+	// AuthSecret is the secret of the API's bearer tokens (see Token):
+	// every request must carry the token of the account in its
+	// X-Account-Id. "" is DemoSecret, which is public: Start warns.
+	AuthSecret string
+	Logger     *slog.Logger
 }
 
 // Server is a running orders API.
@@ -102,13 +106,18 @@ type Server struct {
 	shutdownErr  error
 }
 
-// Handler serves impl with the idempotency layer on the Postgres store.
-// The strict middlewares run around every operation, outside the protocol.
-func Handler(impl gen.IdempotentServer[pgx.Tx], pool *pgxpool.Pool, log *slog.Logger, middlewares ...gen.StrictMiddlewareFunc) http.Handler {
-	return handler(impl, pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: log}, middlewares...)
+// Handler serves impl with the idempotency layer on the Postgres store,
+// behind the account check with authSecret ("" is DemoSecret). The strict
+// middlewares run around every operation, outside the protocol, inside
+// the account check.
+func Handler(impl gen.IdempotentServer[pgx.Tx], pool *pgxpool.Pool, log *slog.Logger, authSecret string, middlewares ...gen.StrictMiddlewareFunc) http.Handler {
+	return handler(impl, pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: log}, authSecret, middlewares...)
 }
 
-func handler(impl gen.IdempotentServer[pgx.Tx], store *pgstore.Store, opts idem.Options, middlewares ...gen.StrictMiddlewareFunc) http.Handler {
+func handler(impl gen.IdempotentServer[pgx.Tx], store *pgstore.Store, opts idem.Options, authSecret string, middlewares ...gen.StrictMiddlewareFunc) http.Handler {
+	// The last strict middleware is the outermost: a refused request
+	// reaches none of the others (a crash point, say).
+	middlewares = append(slices.Clone(middlewares), Authenticate(authSecret))
 	return gen.NewIdempotentHandler(impl, store, gen.IdempotentHandlerOptions{
 		Options:           opts,
 		StrictMiddlewares: middlewares,
@@ -255,7 +264,10 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 		}
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", handler(svc, pgstore.New(s.pool, storeOpts), idem.Options{Logger: log, Tracer: tel.tracer}, middlewares...))
+	if cfg.AuthSecret == "" {
+		log.Warn("orders-api: bearer tokens are made with the public demo secret, so anyone can make any account's; set a secret of your own (orders-api: ORDERS_AUTH_SECRET) anywhere but on your own machine")
+	}
+	mux.Handle("/", handler(svc, pgstore.New(s.pool, storeOpts), idem.Options{Logger: log, Tracer: tel.tracer}, cfg.AuthSecret, middlewares...))
 	mux.Handle("GET /metrics", tel.metrics)
 	if cfg.Routes != nil {
 		if err := cfg.Routes(ctx, s.pool, mux); err != nil {

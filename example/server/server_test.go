@@ -83,7 +83,7 @@ func newEnvOn(t *testing.T, storePool, checkPool *pgxpool.Pool, hook func(contex
 	t.Cleanup(provider.Close)
 	e.svc = &service{Service: &orders.Service{Pool: storePool, PSP: &psp.Client{BaseURL: provider.URL}}, hook: hook}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := httptest.NewServer(server.Handler(e.svc, storePool, log))
+	srv := httptest.NewServer(server.Handler(e.svc, storePool, log, testSecret))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return e
@@ -131,7 +131,7 @@ func (e *env) send(account, body string, keys ...string) (reply, error) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if account != "" {
-		req.Header.Set("X-Account-Id", account)
+		authorize(req, account)
 	}
 	for _, k := range keys {
 		req.Header.Add("Idempotency-Key", k)
@@ -285,11 +285,11 @@ func TestFirstRequestRunsOnceAndReplays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	get.Header.Set("X-Account-Id", "acct_1")
+	authorize(get, "acct_1")
 	if r := e.do(get); r.status != 200 {
 		t.Errorf("GET the order: %d %s", r.status, r.body)
 	}
-	get.Header.Set("X-Account-Id", "acct_2")
+	authorize(get, "acct_2")
 	if r := e.do(get); r.status != 404 {
 		t.Errorf("GET the order from another account: %d, want 404", r.status)
 	}
@@ -552,7 +552,7 @@ func TestBodyOverLimitIs413(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Account-Id", "acct_1")
+		authorize(req, "acct_1")
 		req.Header.Set("Idempotency-Key", "k1")
 		r, err := e.roundTrip(req)
 		if err != nil {
@@ -576,7 +576,7 @@ func TestBaselineOrderNeedsNoKey(t *testing.T) {
 	for range 2 {
 		req, _ := http.NewRequest("POST", e.url+"/baseline/orders", strings.NewReader(order))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Account-Id", "acct_1")
+		authorize(req, "acct_1")
 		if r := e.do(req); r.status != 201 || !strings.HasPrefix(r.header.Get("Location"), "/orders/ord_") {
 			t.Fatalf("baseline: %d %v %s", r.status, r.header, r.body)
 		}

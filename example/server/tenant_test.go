@@ -25,7 +25,10 @@ import (
 )
 
 // newEnvWith serves the example on a fresh database with the given
-// handler options instead of the example server's own.
+// handler options instead of the example server's own: without its
+// account check (auth_test.go tests that), so that each test shows what
+// the generated handler does with those options alone. The tokens env's
+// requests carry go unread.
 func newEnvWith(t *testing.T, opts gen.IdempotentHandlerOptions) *env {
 	t.Helper()
 	pool := pgtest.NewPool(t)

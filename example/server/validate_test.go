@@ -20,7 +20,7 @@ import (
 // the same key then runs a valid request.
 func TestRequestValidatedBeforeClaim(t *testing.T) {
 	dbURL := pgtest.NewDatabase(t)
-	srv, err := server.Start(context.Background(), server.Config{DatabaseURL: dbURL, Logger: slog.New(slog.DiscardHandler)})
+	srv, err := server.Start(context.Background(), server.Config{DatabaseURL: dbURL, AuthSecret: testSecret, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestRequestValidatedBeforeClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Account-Id", "acct_1")
+		authorize(req, "acct_1")
 		req.Header.Set("Idempotency-Key", "k1")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgen/idemgen/example/server"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/internal/pgtest"
 	"github.com/idemgen/idemgen/schema"
@@ -448,7 +449,7 @@ func (c *cluster) startServer(ctx context.Context, rel release) (*proc, error) {
 	c.started[rel.name]++
 	name := fmt.Sprintf("%s orders-api #%d", rel.name, c.started[rel.name])
 	c.mu.Unlock()
-	p, err := startProc(ctx, name, rel.name, rel.ordersAPI, []string{"DATABASE_URL=" + c.dbURL},
+	p, err := startProc(ctx, name, rel.name, rel.ordersAPI, []string{"DATABASE_URL=" + c.dbURL, "ORDERS_AUTH_SECRET=" + authSecret},
 		"-addr", "127.0.0.1:0", "-psp-url", c.pspURL)
 	if err != nil {
 		return nil, err
@@ -510,8 +511,13 @@ func (a answer) String() string {
 	return fmt.Sprintf("%d%s from %s: %s", a.status, replayed, a.server, strings.TrimSpace(a.body))
 }
 
-// post sends an idempotent POST to server p as account, and reads the
-// whole answer.
+// authSecret is the secret of the current release's bearer tokens, in the
+// servers' environment. The previous release reads neither it nor the
+// token: it checked no account.
+const authSecret = "upgrade-test-secret"
+
+// post sends an idempotent POST to server p as account, with its token,
+// and reads the whole answer.
 func post(ctx context.Context, client *http.Client, p *proc, path, account, key, body string) (answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url+path, strings.NewReader(body))
 	if err != nil {
@@ -519,6 +525,7 @@ func post(ctx context.Context, client *http.Client, p *proc, path, account, key,
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Account-Id", account)
+	req.Header.Set("Authorization", "Bearer "+server.Token(authSecret, account))
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := client.Do(req)
 	if err != nil {

@@ -1,9 +1,11 @@
 // Command demo starts the example orders API on PostgreSQL and walks
 // through the Idempotency-Key protocol: a first call, its replay, a key
 // reused for another request (422), a duplicate while the first call runs
-// (409), a call without a key (400) and a body the spec refuses (400,
-// before any key is claimed); then a phased payment charged at a
-// fake payment provider, its replay, and a stored decline.
+// (409), a call without a key (400), a body the spec refuses (400,
+// before any key is claimed) and another account's token with the first
+// call's account and key (403, before any key is looked up); then a
+// phased payment charged at a fake payment provider, its replay, and a
+// stored decline.
 //
 // At the end it shows what the server counted at GET /metrics.
 //
@@ -35,6 +37,10 @@ import (
 
 const workDelay = time.Second
 
+// account is the demo's account; other is another, whose token the demo
+// tries on account's key.
+const account, other = "acct_demo", "acct_other"
+
 func main() {
 	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -51,10 +57,13 @@ type result struct {
 
 func run(out io.Writer) error {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// A secret of this run's: the demo makes its own tokens.
+	secret := rand.Text()
 	srv, err := server.Start(context.Background(), server.Config{
 		DatabaseURL: os.Getenv("DATABASE_URL"),
 		Throwaway:   true, // on the local PostgreSQL, a database of its own, dropped at the end
 		WorkDelay:   workDelay,
+		AuthSecret:  secret,
 		Logger:      log,
 	})
 	if err != nil {
@@ -73,8 +82,12 @@ func run(out io.Writer) error {
 
 	suffix := random()
 	customer := "cus_" + suffix
+	token := server.Token(secret, account)
+	orderBody := func(amount int) string {
+		return fmt.Sprintf(`{"amount_cents": %d, "currency": "EUR", "customer_id": %q}`, amount, customer)
+	}
 	post := func(key string, amount int) (result, error) {
-		return send(srv.URL+"/orders", key, fmt.Sprintf(`{"amount_cents": %d, "currency": "EUR", "customer_id": %q}`, amount, customer))
+		return send(srv.URL+"/orders", token, key, orderBody(amount))
 	}
 
 	fmt.Fprintf(out, "Orders API at %s on PostgreSQL; createOrder works for %s inside its attempt.\n\n", srv.URL, workDelay)
@@ -139,22 +152,32 @@ func run(out io.Writer) error {
 	show(out, missing)
 
 	fmt.Fprintln(out, "6. A body the spec refuses: customer_id over its maxLength of 64")
-	invalid, err := send(srv.URL+"/orders", "demo-"+random(), fmt.Sprintf(`{"amount_cents": 1250, "currency": "EUR", "customer_id": %q}`, strings.Repeat("c", 65)))
+	invalid, err := send(srv.URL+"/orders", token, "demo-"+random(), fmt.Sprintf(`{"amount_cents": 1250, "currency": "EUR", "customer_id": %q}`, strings.Repeat("c", 65)))
 	if err != nil {
 		return err
 	}
 	show(out, invalid)
 
+	fmt.Fprintf(out, "7. Someone with %s's token sends X-Account-Id: %s, the first call's key and body\n", other, account)
+	forged, err := send(srv.URL+"/orders", server.Token(secret, other), key, orderBody(1250))
+	if err != nil {
+		return err
+	}
+	show(out, forged)
+	if forged.status != http.StatusForbidden || bytes.Contains(forged.body, first.body) {
+		return fmt.Errorf("another account's token was answered %d %s, want a 403 without the first order", forged.status, forged.body)
+	}
+
 	var list struct {
 		Orders []json.RawMessage `json:"orders"`
 	}
 	req, _ := http.NewRequest("GET", srv.URL+"/orders?customer_id="+customer, nil)
-	req.Header.Set("X-Account-Id", "acct_demo")
+	authorize(req, token)
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		defer resp.Body.Close()
 		_ = json.NewDecoder(resp.Body).Decode(&list)
 	}
-	fmt.Fprintf(out, "Orders created for %s: %d (six calls; two keys ran).\n\n", customer, len(list.Orders))
+	fmt.Fprintf(out, "Orders created for %s: %d (eight calls; two keys ran).\n\n", customer, len(list.Orders))
 	if len(list.Orders) != 2 {
 		return fmt.Errorf("expected 2 orders, found %d", len(list.Orders))
 	}
@@ -164,7 +187,7 @@ func run(out io.Writer) error {
 	if err := json.Unmarshal(first.body, &o); err != nil {
 		return fmt.Errorf("first order: %w", err)
 	}
-	if err := payments(out, srv, o.ID); err != nil {
+	if err := payments(out, srv, token, o.ID); err != nil {
 		return err
 	}
 	return metrics(out, srv.URL)
@@ -181,7 +204,7 @@ func metrics(out io.Writer, url string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\n9. What the server counted: GET %s/metrics | grep idem_requests_total\n", url)
+	fmt.Fprintf(out, "\n10. What the server counted: GET %s/metrics | grep idem_requests_total\n", url)
 	n := 0
 	for _, line := range strings.Split(string(text), "\n") {
 		if strings.HasPrefix(line, "idem_requests_total{") {
@@ -201,14 +224,14 @@ var scopeLabels = regexp.MustCompile(`,?otel_scope_[a-z_]+="[^"]*"`)
 
 // payments shows createPayment, which is phased around a call to the
 // payment provider.
-func payments(out io.Writer, srv *server.Server, orderID string) error {
+func payments(out io.Writer, srv *server.Server, token, orderID string) error {
 	pay := func(key string, amount int64) (result, error) {
-		return send(srv.URL+"/payments", key, fmt.Sprintf(`{"order_id": %q, "amount_cents": %d}`, orderID, amount))
+		return send(srv.URL+"/payments", token, key, fmt.Sprintf(`{"order_id": %q, "amount_cents": %d}`, orderID, amount))
 	}
 	provider := &psp.Client{BaseURL: srv.PSPURL}
 
 	key := "demo-pay-" + random()
-	fmt.Fprintf(out, "7. Pay for order %s: POST /payments, Idempotency-Key: %s\n", orderID, key)
+	fmt.Fprintf(out, "8. Pay for order %s: POST /payments, Idempotency-Key: %s\n", orderID, key)
 	fmt.Fprintln(out, "   (phased: record the payment, charge the provider with a derived key, record the charge, answer)")
 	for _, label := range []string{"", "   The client retries the payment:\n"} {
 		fmt.Fprint(out, label)
@@ -220,7 +243,7 @@ func payments(out io.Writer, srv *server.Server, orderID string) error {
 	}
 
 	declined := "demo-pay-" + random()
-	fmt.Fprintf(out, "8. A payment of %d cents, which the provider declines, sent twice with key %s\n", psp.DeclineAmount, declined)
+	fmt.Fprintf(out, "9. A payment of %d cents, which the provider declines, sent twice with key %s\n", psp.DeclineAmount, declined)
 	for range 2 {
 		r, err := pay(declined, psp.DeclineAmount)
 		if err != nil {
@@ -240,15 +263,16 @@ func payments(out io.Writer, srv *server.Server, orderID string) error {
 	return nil
 }
 
-// send POSTs a JSON body for the demo's account, with key as the
-// Idempotency-Key unless it is empty, and times the answer.
-func send(url, key, body string) (result, error) {
+// send POSTs a JSON body for the demo's account with token as its bearer
+// token, with key as the Idempotency-Key unless it is empty, and times the
+// answer.
+func send(url, token, key, body string) (result, error) {
 	req, err := http.NewRequest("POST", url, strings.NewReader(body))
 	if err != nil {
 		return result{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Account-Id", "acct_demo")
+	authorize(req, token)
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
@@ -260,6 +284,13 @@ func send(url, key, body string) (result, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return result{resp.StatusCode, resp.Header, b, time.Since(start)}, err
+}
+
+// authorize names the demo's account in req, with token as its bearer
+// token.
+func authorize(req *http.Request, token string) {
+	req.Header.Set("X-Account-Id", account)
+	req.Header.Set("Authorization", "Bearer "+token)
 }
 
 func show(out io.Writer, r result) {

@@ -5,11 +5,18 @@
 //	go run ./example/cmd/orders-api [-addr 127.0.0.1:8080] [-work-delay 2s]
 //	                                [-psp-url http://127.0.0.1:9090] [-crash-at after-charge]
 //	                                [-db-stats] [-drain-timeout 25s] [-redis-url redis://127.0.0.1:6379/0]
+//	go run ./example/cmd/orders-api -token acct_1
 //
 // DATABASE_URL names the database; without it the API uses the local
 // PostgreSQL on 127.0.0.1:5432, or starts a throwaway one. Without
 // -psp-url it starts the fake payment provider inside the process; run
 // `go run ./example/cmd/fake-psp` for one that outlives a crash.
+//
+// Every request names its account in X-Account-Id, which scopes its
+// idempotency keys, and carries that account's bearer token; others are
+// answered 401 or 403 before any key is claimed. ORDERS_AUTH_SECRET is
+// the secret tokens are made with (default: the public demo secret), and
+// -token prints an account's token under it.
 //
 // On SIGTERM or an interrupt it drains: it refuses new connections at
 // once, lets the requests in flight finish and store their responses for
@@ -37,7 +44,42 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// authSecretEnv names the environment variable that holds the secret of
+// the bearer tokens: an environment variable, not a flag, so that it does
+// not show in the process list.
+const authSecretEnv = "ORDERS_AUTH_SECRET"
+
+// usage comes before the flags in -h.
+const usage = `Usage: orders-api [flags]
+       orders-api -token ACCOUNT
+
+Serves the example orders API. Each request names its account in the
+X-Account-Id header and carries that account's bearer token:
+
+  TOKEN=$(orders-api -token acct_1)
+  curl -H 'X-Account-Id: acct_1' -H "Authorization: Bearer $TOKEN" ...
+
+A request without a token is answered 401, one with another account's
+token 403, before any idempotency key is claimed.
+
+Environment:
+  DATABASE_URL        the PostgreSQL to use (default: the one on
+                      127.0.0.1:5432, or a throwaway cluster)
+  ORDERS_AUTH_SECRET  the secret tokens are made with (default: a public
+                      demo secret, with which anyone can make any
+                      account's token; set a long random one, such as
+                      the output of openssl rand -hex 32, anywhere but on
+                      your own machine)
+
+Flags:
+`
+
 func main() {
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), usage)
+		flag.PrintDefaults()
+	}
+	token := flag.String("token", "", "print the bearer token of this account, made with the secret in ORDERS_AUTH_SECRET (or the demo secret), and exit")
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address (port 0 picks a free port)")
 	workDelay := flag.Duration("work-delay", 0, "make createOrder wait this long inside its attempt, holding its key (shows the 409 case)")
 	pspURL := flag.String("psp-url", "", "the payment provider's base `URL`, such as the one go run ./example/cmd/fake-psp prints (default: a fake one inside this process)")
@@ -49,6 +91,11 @@ func main() {
 	redisURL := flag.String("redis-url", "", "put a Redis replay filter in front of the key store, such as redis://127.0.0.1:6379/0: replays of completed keys are answered from Redis, everything else by PostgreSQL (default: none)")
 	benchPeers := flag.Bool("bench-peers", false, "also serve the benchmark's hand-written idempotency designs under /peer/ and its four-statement endpoint under /realistic/ (for go run ./bench)")
 	flag.Parse()
+	secret := os.Getenv(authSecretEnv)
+	if *token != "" {
+		fmt.Println(server.Token(secret, *token))
+		return
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	// go-redis prints each failed dial on its own, past the log: keep its
 	// lines in the log, at debug level, since the replay filter warns once
@@ -68,6 +115,7 @@ func main() {
 		CompleteAfter:     *completeAfter,
 		CompleterInterval: *completerInterval,
 		RedisURL:          *redisURL,
+		AuthSecret:        secret,
 		Logger:            log,
 	}
 	if *benchPeers {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/orders"
 	"github.com/idemgen/idemgen/example/psp"
+	"github.com/idemgen/idemgen/example/server"
 	"github.com/idemgen/idemgen/internal/pgtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -61,7 +62,7 @@ func start(t *testing.T, bin, dbURL string, args ...string) *proc {
 		eof:     make(chan struct{}),
 		changed: make(chan struct{}),
 	}
-	p.cmd.Env = append(p.cmd.Environ(), "DATABASE_URL="+dbURL)
+	p.cmd.Env = append(p.cmd.Environ(), "DATABASE_URL="+dbURL, "ORDERS_AUTH_SECRET="+testSecret)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -149,6 +150,15 @@ const claimedKeys = `SELECT count(*) FROM pg_locks
 	WHERE locktype = 'advisory' AND mode = 'ExclusiveLock' AND granted
 	  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
 
+// testSecret is the secret of the tokens of the servers the tests start.
+const testSecret = "orders-api-test-secret"
+
+// authorize names account in req and adds its token.
+func authorize(req *http.Request, account string) {
+	req.Header.Set("X-Account-Id", account)
+	req.Header.Set("Authorization", "Bearer "+server.Token(testSecret, account))
+}
+
 // client fails a request the server does not answer within a minute, so
 // that a test waiting on it fails with its own message rather than at the
 // test binary's timeout.
@@ -166,7 +176,7 @@ func post(url, key, body string) (reply, error) {
 		return reply{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Account-Id", "acct_1")
+	authorize(req, "acct_1")
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
@@ -219,7 +229,7 @@ func TestServerOverHTTP(t *testing.T) {
 		t.Fatalf("no key: %d %s", r.status, r.body)
 	}
 	req, _ := http.NewRequest("GET", p.url+"/orders?customer_id=cus_1", nil)
-	req.Header.Set("X-Account-Id", "acct_1")
+	authorize(req, "acct_1")
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -229,6 +239,20 @@ func TestServerOverHTTP(t *testing.T) {
 	if resp.StatusCode != 200 || strings.Count(string(b), `"id"`) != 1 {
 		t.Fatalf("list: %d %s", resp.StatusCode, b)
 	}
+	// Tokens are ORDERS_AUTH_SECRET's: the demo secret's is another
+	// account's as far as the server can tell, and no token is no account.
+	for auth, want := range map[string]int{"Bearer " + server.Token("", "acct_1"): 403, "": 401} {
+		req.Header.Set("Authorization", auth)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("list with Authorization %q: %d %s, want %d", auth, resp.StatusCode, b, want)
+		}
+	}
 
 	// SIGTERM stops it cleanly.
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -236,6 +260,27 @@ func TestServerOverHTTP(t *testing.T) {
 	}
 	if err := p.cmd.Wait(); err != nil {
 		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.log())
+	}
+}
+
+// -token prints an account's token under ORDERS_AUTH_SECRET, or the demo
+// secret without it, and -h says how to use it.
+func TestTokenFlag(t *testing.T) {
+	t.Parallel()
+	bin := build(t)
+	for secret, want := range map[string]string{testSecret: server.Token(testSecret, "acct_1"), "": server.Token(server.DemoSecret, "acct_1")} {
+		cmd := exec.Command(bin, "-token", "acct_1")
+		cmd.Env = append(cmd.Environ(), "ORDERS_AUTH_SECRET="+secret)
+		out, err := cmd.Output()
+		if err != nil || string(out) != want+"\n" {
+			t.Errorf("-token acct_1 with ORDERS_AUTH_SECRET=%q: %q, %v; want %q", secret, out, err, want)
+		}
+	}
+	help, _ := exec.Command(bin, "-h").CombinedOutput()
+	for _, want := range []string{"-token", "ORDERS_AUTH_SECRET", "Authorization: Bearer"} {
+		if !strings.Contains(string(help), want) {
+			t.Errorf("-h does not mention %s:\n%s", want, help)
+		}
 	}
 }
 
@@ -332,7 +377,7 @@ func pay(url, key, orderID string, amount int) (reply, error) {
 		return reply{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Account-Id", "acct_1")
+	authorize(req, "acct_1")
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := client.Do(req)
 	if err != nil {
