@@ -212,6 +212,7 @@ func TestRealSpecs(t *testing.T) {
 				if res.Operations != ops || res.Idempotent != want {
 					t.Errorf("%d operations, %d idempotent; want %d and %d", res.Operations, res.Idempotent, ops, want)
 				}
+				checkDigest(t, name, res, dir, spec)
 				if tc.compile {
 					compileGo(t, res)
 					if tc.annotate {

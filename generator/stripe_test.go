@@ -44,6 +44,7 @@ func TestStripeSpecBuilds(t *testing.T) {
 		if res.Operations != 468 || res.Idempotent != 222 {
 			t.Fatalf("%d operations, %d idempotent; want 468 and 222", res.Operations, res.Idempotent)
 		}
+		checkDigest(t, "stripe+every-post", res, dir, spec)
 		checkRequestSchemas(t, res)
 		// Besides the annotations' scope warnings (Stripe's operations
 		// require authentication and the annotation sets no scope),
@@ -88,6 +89,7 @@ func TestStripeSpecBuilds(t *testing.T) {
 		if res.Operations != 2 || res.Idempotent != 2 {
 			t.Fatalf("%d operations, %d idempotent; want 2 and 2", res.Operations, res.Idempotent)
 		}
+		checkDigest(t, "stripe+form-protocol", res, dir, spec)
 		runStripeProtocol(t, res, false)
 	})
 }

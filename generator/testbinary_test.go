@@ -1,6 +1,7 @@
 package generator_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +27,12 @@ type testBinary struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if *update {
+		if err := writeUpdatedDigests(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
 	if testBinaries.dir != "" {
 		os.RemoveAll(testBinaries.dir)
 	}
