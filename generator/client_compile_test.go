@@ -452,7 +452,7 @@ components:
         name: {type: string}
 `))
 	generate(t, configFor(t, dir, "openapi.yaml", "")) // no client, no collision
-	_, err := generator.Generate(configFor(t, dir, "openapi.yaml", "client: true\n"))
+	_, err := generateFrom(configFor(t, dir, "openapi.yaml", "client: true\n"))
 	want := regexp.MustCompile(`: the generated code would not compile:\n\tgen/idempotency_client\.gen\.go:\d+:6: IdempotentClient is declared again, first at gen/oapi\.gen\.go:\d+:6; rename the schema or operation that makes the name`)
 	if err == nil || !want.MatchString(err.Error()) {
 		t.Fatalf("got %v; want an error matching %s", err, want)

@@ -76,7 +76,7 @@ func TestClientRefusesUnmakeableKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	generate(t, configFor(t, dir, "refused.yaml", "")) // no client, no refusal
-	_, err = generator.Generate(configFor(t, dir, "refused.yaml", "client: true\n"))
+	_, err = generateFrom(configFor(t, dir, "refused.yaml", "client: true\n"))
 	if err == nil {
 		t.Fatal("Generate succeeded; want the three operations refused")
 	}
@@ -157,7 +157,7 @@ paths:
 `+schema+`      responses:
         "204": {description: Done.}
 `))
-			res, err := generator.Generate(configFor(t, dir, "openapi.yaml", "client: true\n"))
+			res, err := generateFrom(configFor(t, dir, "openapi.yaml", "client: true\n"))
 			if refusal, refused := strings.CutPrefix(tc.want, "refused: "); refused {
 				if err == nil || !strings.Contains(err.Error(), refusal) {
 					t.Fatalf("got %v; want a refusal with %q", err, refusal)

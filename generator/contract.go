@@ -10,7 +10,6 @@ import (
 	"go/ast"
 	"go/types"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -510,14 +509,13 @@ func (c *opContract) add(toks []string) error {
 }
 
 // contractWarnings compares the contracts of the model's annotated
-// operations with those of the idempotency file at oldPath (name, as the
-// config names it), which this generation replaces, and warns about each
+// operations with those of src, the idempotency file name (as the config
+// names it) that this generation replaces, and warns about each
 // operation whose keys change: its scope, its operationId or what its
 // fingerprint covers. Nothing is said when there is no old file, or it
 // records no contract, or an operation is new.
-func contractWarnings(oldPath, name string, m *model, contracts []opContract) []warning {
-	src, err := os.ReadFile(oldPath)
-	if err != nil {
+func contractWarnings(src []byte, name string, m *model, contracts []opContract) []warning {
+	if src == nil {
 		return nil
 	}
 	old, ok := parseContract(src)

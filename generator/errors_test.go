@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemgen/idemgen/generator"
 	"github.com/idemgen/idemgen/generator/annotation"
 )
 
@@ -405,7 +404,7 @@ func TestGenerateRejectsBadAnnotations(t *testing.T) {
 			dir := t.TempDir()
 			spec := filepath.Join(dir, "openapi.yaml")
 			writeFile(t, spec, []byte(header+tt.operation+components))
-			res, err := generator.Generate(configFor(t, dir, "openapi.yaml", ""))
+			res, err := generateFrom(configFor(t, dir, "openapi.yaml", ""))
 			if err == nil {
 				t.Fatalf("Generate succeeded with %d files; want an error", len(res.Files))
 			}
@@ -443,7 +442,7 @@ func TestGenerateRejectsExcludedAnnotatedOperation(t *testing.T) {
           description: ok
 `+components))
 	cfg := configFor(t, dir, "openapi.yaml", "oapi-codegen:\n  output-options:\n    exclude-operation-ids: [createThing]\n")
-	_, err := generator.Generate(cfg)
+	_, err := generateFrom(cfg)
 	want := spec + ":9:7: x-idempotent on POST /things: oapi-codegen generated no handler for this operation (is it excluded by output-options?)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got error %v, want %s", err, want)
@@ -467,7 +466,7 @@ func TestGenerateReportsAllProblems(t *testing.T) {
         "201":
           description: ok
 `+components))
-	_, err := generator.Generate(configFor(t, dir, "openapi.yaml", ""))
+	_, err := generateFrom(configFor(t, dir, "openapi.yaml", ""))
 	if err == nil {
 		t.Fatal("Generate succeeded")
 	}
@@ -499,7 +498,7 @@ func TestBrokenRefNamesItsLine(t *testing.T) {
         "201":
           description: ok
 `+components))
-	_, err := generator.Generate(configFor(t, dir, spec, ""))
+	_, err := generateFrom(configFor(t, dir, spec, ""))
 	want := spec + `:13:21: $ref "#/components/schemas/Missing" names nothing: #/components/schemas has no "Missing"; expected one of Thing`
 	if err == nil {
 		t.Fatal("Generate succeeded")
@@ -535,7 +534,7 @@ func TestRefIntoArrays(t *testing.T) {
         - $ref: "#/components/schemas/Thing"
         - type: string
 `))
-	_, err := generator.Generate(configFor(t, dir, spec, ""))
+	_, err := generateFrom(configFor(t, dir, spec, ""))
 	if err == nil {
 		t.Fatal("Generate succeeded")
 	}

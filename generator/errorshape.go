@@ -119,8 +119,8 @@ func (e *Errors) mediaType() string {
 // checkErrorSchema refuses an errors section whose schema the spec does
 // not have, or whose members the schema's object does not declare, at the
 // schema's line and column in the spec.
-func checkErrorSchema(file string, root *yaml.Node, e *Errors) error {
-	if why := refProblem(file, root, e.Schema); why != "" {
+func checkErrorSchema(file string, root *yaml.Node, e *Errors, read func(string) ([]byte, error)) error {
+	if why := refProblem(file, root, e.Schema, read); why != "" {
 		return fmt.Errorf("%s: errors.schema %q %s", file, e.Schema, why)
 	}
 	schema := resolveLocal(root, pointerTo(root, e.Schema))
@@ -194,7 +194,7 @@ func resolveLocal(root, n *yaml.Node) *yaml.Node {
 }
 
 // errorSchemaOf checks the errors section against the spec in src.
-func errorSchemaOf(file string, src []byte, e *Errors) error {
+func errorSchemaOf(file string, src []byte, e *Errors, read func(string) ([]byte, error)) error {
 	doc, err := annotation.Parse(file, src)
 	if err != nil {
 		return err
@@ -203,5 +203,5 @@ func errorSchemaOf(file string, src []byte, e *Errors) error {
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
 		root = root.Content[0]
 	}
-	return checkErrorSchema(file, root, e)
+	return checkErrorSchema(file, root, e, read)
 }

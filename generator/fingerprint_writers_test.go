@@ -165,7 +165,7 @@ func annotateEveryOperation(t *testing.T, spec, dir string) (*generator.Config, 
 		annotationLines(&written, lines)
 		cfg := configFor(t, dir, path, "")
 		cfg.Output.Spec = ""
-		res, err := generator.Generate(cfg)
+		res, err := generateFrom(cfg)
 		if err == nil {
 			return cfg, ops, res
 		}

@@ -55,7 +55,7 @@ func BenchmarkGenerateStripe(b *testing.B) {
 	})
 	b.Run("idemgen", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := generator.Generate(cfg); err != nil {
+			if _, err := generateFrom(cfg); err != nil {
 				b.Fatal(err)
 			}
 		}

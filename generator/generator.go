@@ -1,9 +1,11 @@
 // Package generator turns an annotated OpenAPI spec and a Config into
 // idemgen's output: oapi-codegen's models and strict server, the
 // idempotency layer over them, the key-store migrations and the sqlc
-// queries. It reads the spec (annotation), builds a model of the annotated
-// operations on oapi-codegen's own operation definitions (model.go), and
-// renders the embedded templates.
+// queries. Load reads what a generation needs into a Request (request.go);
+// Generate, which reads nothing else, reads the spec's annotations
+// (annotation), builds a model of the annotated operations on
+// oapi-codegen's own operation definitions (model.go), and renders the
+// embedded templates. Result.Write and Result.Check are the only writes.
 package generator
 
 import (
@@ -52,13 +54,12 @@ const layerFile = "idempotency.gen.go"
 
 var tmpl = template.Must(template.New("").ParseFS(templates.FS, "*.tmpl"))
 
-// Generate produces every output file in memory; Write or Check them.
-func Generate(cfg *Config) (*Result, error) {
+// Generate produces every output file in memory from what req holds,
+// reading nothing else; Write or Check them.
+func Generate(req Request) (*Result, error) {
+	cfg := req.Config
 	specPath := cfg.path(cfg.Spec)
-	src, err := os.ReadFile(specPath)
-	if err != nil {
-		return nil, fmt.Errorf("read spec: %w", err)
-	}
+	src := req.Spec
 	// Reading the annotations parses the whole spec, which oapi-codegen
 	// does not need: it is read while oapi-codegen loads the spec, on
 	// another core where there is one. Its errors come first, as when it
@@ -69,14 +70,14 @@ func Generate(cfg *Config) (*Result, error) {
 	go func() {
 		defer close(read)
 		if annotated, readErr = annotation.Read(specPath, src); readErr == nil && cfg.Errors != nil {
-			readErr = errorSchemaOf(specPath, src, cfg.Errors)
+			readErr = errorSchemaOf(specPath, src, cfg.Errors, req.ref)
 		}
 	}()
 	readDone := func() error {
 		<-read
 		return readErr
 	}
-	oapi, err := runOapiCodegen(specPath, cfg, readDone)
+	oapi, err := runOapiCodegen(&req, readDone)
 	if err := readDone(); err != nil {
 		return nil, err
 	}
@@ -125,7 +126,7 @@ func Generate(cfg *Config) (*Result, error) {
 	res := &Result{Operations: len(m.Operations), Warnings: m.Warnings, model: m}
 	// Keys in flight that this generation would change: compared with the
 	// contract of the file it replaces.
-	changed := contractWarnings(cfg.path(filepath.Join(cfg.Output.Dir, layerFile)), filepath.Join(cfg.Output.Dir, layerFile), m, m.contracts)
+	changed := contractWarnings(req.Layer, filepath.Join(cfg.Output.Dir, layerFile), m, m.contracts)
 	slices.SortStableFunc(changed, func(a, b warning) int {
 		return cmp.Or(cmp.Compare(a.pos.Line, b.pos.Line), cmp.Compare(a.pos.Column, b.pos.Column))
 	})
@@ -154,8 +155,8 @@ func Generate(cfg *Config) (*Result, error) {
 	if m.Tests && m.Idempotent {
 		dir, name := kitPackage(cfg)
 		m.KitPackage = name
-		if m.Import, err = importPath(cfg.path(cfg.Output.Dir)); err != nil {
-			return nil, err
+		if m.Import = req.OutputImport; m.Import == "" {
+			return nil, fmt.Errorf("%w: tests: true needs output.dir (%s) inside a Go module, to import it from the test helpers; none of its parents has a go.mod", ErrConfig, cfg.path(cfg.Output.Dir))
 		}
 		kit, err := renderGo("kit.go.tmpl", m)
 		if err != nil {
@@ -166,7 +167,7 @@ func Generate(cfg *Config) (*Result, error) {
 	if cfg.Output.Spec != "" {
 		res.Files = append(res.Files, File{Path: cfg.Output.Spec, Content: augmented})
 	}
-	sqlFiles, stale, err := sqlFiles(cfg)
+	sqlFiles, stale, err := sqlFiles(cfg, req.Migrations)
 	if err != nil {
 		return nil, err
 	}

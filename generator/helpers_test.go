@@ -53,9 +53,18 @@ func configFor(t *testing.T, dir, specPath, extra string) *generator.Config {
 	return cfg
 }
 
+// generateFrom loads what cfg names and generates it, as the command does.
+func generateFrom(cfg *generator.Config) (*generator.Result, error) {
+	req, err := generator.Load(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return generator.Generate(req)
+}
+
 func generate(t *testing.T, cfg *generator.Config) *generator.Result {
 	t.Helper()
-	res, err := generator.Generate(cfg)
+	res, err := generateFrom(cfg)
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
 	}

@@ -2,9 +2,7 @@ package generator
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -12,7 +10,6 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
-	"golang.org/x/mod/modfile"
 )
 
 // kitExample is an annotated operation's request built from the spec's
@@ -130,36 +127,4 @@ func paramExample(p codegen.ParameterDefinition) (string, bool) {
 func kitPackage(cfg *Config) (dir, name string) {
 	name = cfg.Output.Package + "test"
 	return filepath.Join(cfg.Output.Dir, name), name
-}
-
-// importPath is the Go import path of the directory dir, from the go.mod
-// of the module that holds it.
-func importPath(dir string) (string, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	for d := abs; ; d = filepath.Dir(d) {
-		src, err := os.ReadFile(filepath.Join(d, "go.mod"))
-		if err == nil {
-			mod := modfile.ModulePath(src)
-			if mod == "" {
-				return "", fmt.Errorf("%s has no module line", filepath.Join(d, "go.mod"))
-			}
-			rel, err := filepath.Rel(d, abs)
-			if err != nil {
-				return "", err
-			}
-			if rel == "." {
-				return mod, nil
-			}
-			return mod + "/" + filepath.ToSlash(rel), nil
-		}
-		if !errors.Is(err, os.ErrNotExist) {
-			return "", err
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("%w: tests: true needs output.dir (%s) inside a Go module, to import it from the test helpers; none of its parents has a go.mod", ErrConfig, dir)
-		}
-	}
 }

@@ -32,7 +32,7 @@ func names(t *testing.T, dir string) []string {
 // and writes them, stale files removed.
 func writeMigrations(t *testing.T, root, format string) *generator.Result {
 	t.Helper()
-	files, stale, err := generator.MigrationFiles(root, generator.Migrations{Dir: "migrations", Format: format})
+	files, stale, err := migrationFiles(t, root, generator.Migrations{Dir: "migrations", Format: format})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestMigrationsFitTheFolder(t *testing.T) {
 	}
 	// A second run changes nothing, even with a later user migration.
 	writeFile(t, filepath.Join(dir, "00016_items.sql"), []byte("-- +goose Up\nCREATE TABLE items (id int);\n"))
-	again, stale, err := generator.MigrationFiles(root, generator.Migrations{Dir: "migrations", Format: generator.FormatGoose})
+	again, stale, err := migrationFiles(t, root, generator.Migrations{Dir: "migrations", Format: generator.FormatGoose})
 	if err != nil || len(stale) != 0 {
 		t.Fatal(err, stale)
 	}
@@ -98,7 +98,7 @@ func TestMigrationsFitTheFolder(t *testing.T) {
 func TestCheckReportsStaleMigrations(t *testing.T) {
 	root := t.TempDir()
 	writeMigrations(t, root, generator.FormatGoose)
-	files, stale, err := generator.MigrationFiles(root, generator.Migrations{Dir: "migrations", Format: generator.FormatGolangMigrate})
+	files, stale, err := migrationFiles(t, root, generator.Migrations{Dir: "migrations", Format: generator.FormatGolangMigrate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestDbmateTimestamps(t *testing.T) {
 	root := t.TempDir()
 	clock := time.Date(2026, 11, 24, 9, 30, 0, 0, time.UTC)
 	m := generator.WithClock(generator.Migrations{Dir: "migrations", Format: generator.FormatDbmate}, func() time.Time { return clock })
-	files, _, err := generator.MigrationFiles(root, m)
+	files, _, err := migrationFiles(t, root, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestDbmateTimestamps(t *testing.T) {
 
 	// An hour later the files are the same.
 	clock = clock.Add(time.Hour)
-	again, stale, err := generator.MigrationFiles(root, m)
+	again, stale, err := migrationFiles(t, root, m)
 	if err != nil || len(stale) != 0 {
 		t.Fatal(err, stale)
 	}
@@ -165,7 +165,7 @@ func TestDbmateTimestamps(t *testing.T) {
 	// come after it.
 	root = t.TempDir()
 	writeFile(t, filepath.Join(root, "migrations", "20301231235959_future.sql"), []byte("-- migrate:up\n"))
-	files, _, err = generator.MigrationFiles(root, m)
+	files, _, err = migrationFiles(t, root, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestExplicitMigrationVersion(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "migrations")
 	writeFile(t, filepath.Join(dir, "0007_users.up.sql"), []byte("CREATE TABLE users (id int);\n"))
-	files, _, err := generator.MigrationFiles(root, generator.Migrations{Dir: "migrations", Version: 100})
+	files, _, err := migrationFiles(t, root, generator.Migrations{Dir: "migrations", Version: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestExplicitMigrationVersion(t *testing.T) {
 		t.Fatalf("files %q, want them numbered from 0100", got)
 	}
 
-	_, _, err = generator.MigrationFiles(root, generator.Migrations{Dir: "migrations", Version: 5})
+	_, _, err = migrationFiles(t, root, generator.Migrations{Dir: "migrations", Version: 5})
 	if !errors.Is(err, generator.ErrConfig) || !strings.Contains(err.Error(), "version 7") || !strings.Contains(err.Error(), "choose a version above 7") {
 		t.Fatalf("a colliding version: %v", err)
 	}
@@ -247,7 +247,7 @@ func TestMigrationWidth(t *testing.T) {
 
 				writeMigrations(t, root, format)
 				checkWidth("first run")
-				files, stale, err := generator.MigrationFiles(root, generator.Migrations{Dir: "migrations", Format: format})
+				files, stale, err := migrationFiles(t, root, generator.Migrations{Dir: "migrations", Format: format})
 				if err != nil || len(stale) != 0 {
 					t.Fatal(err, stale)
 				}
@@ -295,7 +295,7 @@ func TestMigrationLockTimeout(t *testing.T) {
 		{"0", ""},
 	} {
 		for _, format := range generator.MigrationFormats() {
-			files, _, err := generator.MigrationFiles(t.TempDir(), generator.Migrations{Dir: "m", Format: format, LockTimeout: tt.lockTimeout})
+			files, _, err := generator.MigrationFiles(nil, generator.Migrations{Dir: "m", Format: format, LockTimeout: tt.lockTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -323,7 +323,7 @@ func TestMigrationLockTimeout(t *testing.T) {
 			}
 		}
 	}
-	_, _, err := generator.MigrationFiles(t.TempDir(), generator.Migrations{Dir: "m", LockTimeout: "soon"})
+	_, _, err := generator.MigrationFiles(nil, generator.Migrations{Dir: "m", LockTimeout: "soon"})
 	if !errors.Is(err, generator.ErrConfig) || !strings.Contains(err.Error(), "migrations.lock-timeout") {
 		t.Errorf("lock-timeout soon: %v, want a config error naming migrations.lock-timeout", err)
 	}
@@ -341,7 +341,7 @@ func TestMigrationsOutsideTransaction(t *testing.T) {
 		generator.FormatGolangMigrate: nil,
 	}
 	for _, format := range generator.MigrationFormats() {
-		files, _, err := generator.MigrationFiles(t.TempDir(), generator.Migrations{Dir: "m", Format: format})
+		files, _, err := generator.MigrationFiles(nil, generator.Migrations{Dir: "m", Format: format})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -386,4 +386,14 @@ func statementsPerFile(format string) int {
 		return 1
 	}
 	return 2
+}
+
+// migrationFiles renders m into root's migration folder as it is now.
+func migrationFiles(t *testing.T, root string, m generator.Migrations) ([]generator.File, []string, error) {
+	t.Helper()
+	existing, err := generator.ReadMigrationFolder(filepath.Join(root, m.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return generator.MigrationFiles(existing, m)
 }

@@ -3,7 +3,8 @@ package generator
 import (
 	"errors"
 	"fmt"
-	"os"
+	"net/url"
+	"path/filepath"
 	"regexp"
 	"runtime/debug"
 	"strings"
@@ -12,7 +13,6 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/idemgen/idemgen/generator/annotation"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
-	"github.com/oapi-codegen/oapi-codegen/v2/pkg/util"
 	"gopkg.in/yaml.v3"
 )
 
@@ -45,7 +45,9 @@ type oapiOutput struct {
 // server for the spec. Once the spec is loaded, it waits for read, which
 // says whether the spec's annotations are read without error, and
 // returns that error before generating.
-func runOapiCodegen(specPath string, cfg *Config, read func() error) (out oapiOutput, err error) {
+func runOapiCodegen(req *Request, read func() error) (out oapiOutput, err error) {
+	cfg := req.Config
+	specPath := cfg.path(cfg.Spec)
 	oapiMu.Lock()
 	defer oapiMu.Unlock()
 	defer func() {
@@ -54,23 +56,16 @@ func runOapiCodegen(specPath string, cfg *Config, read func() error) (out oapiOu
 		}
 	}()
 
-	load := func() (*openapi3.T, error) {
-		return util.LoadSwaggerWithOverlay(specPath, util.LoadSwaggerWithOverlayOpts{
-			// Only local references: generation must not depend on the network.
-			AllowRemoteRefsFrom: []string{},
-		})
-	}
+	load := func() (*openapi3.T, error) { return loadSpec(req, specPath) }
 	spec, err := load()
 	if err := read(); err != nil {
 		return oapiOutput{}, err
 	}
 	if err != nil {
-		if src, rerr := os.ReadFile(specPath); rerr == nil {
-			if broken := brokenRefs(specPath, src); broken != nil {
-				// The loader's cause first: a broken reference may be
-				// what it failed on, or may only stand beside it.
-				return oapiOutput{}, errors.Join(fmt.Errorf("%s: load spec: %w", specPath, err), broken)
-			}
+		if broken := brokenRefs(specPath, req.Spec, req.ref); broken != nil {
+			// The loader's cause first: a broken reference may be what it
+			// failed on, or may only stand beside it.
+			return oapiOutput{}, errors.Join(fmt.Errorf("%s: load spec: %w", specPath, err), broken)
 		}
 		return oapiOutput{}, fmt.Errorf("%s: load spec: %w", specPath, err)
 	}
@@ -92,7 +87,7 @@ func runOapiCodegen(specPath string, cfg *Config, read func() error) (out oapiOu
 	}
 	mode := resolveMode{
 		ahead:  predictable(spec),
-		tree:   sync.OnceValue(func() *yaml.Node { return specTree(specPath) }),
+		tree:   sync.OnceValue(func() *yaml.Node { return specTree(specPath, req.Spec) }),
 		finish: func(code string) string { return retitle(code, cfg.specFromOutput()) },
 		file:   cfg.oapiFile(),
 	}
@@ -115,13 +110,23 @@ func runOapiCodegen(specPath string, cfg *Config, read func() error) (out oapiOu
 	}, nil
 }
 
-// specTree is the spec's text as nodes, or nil when it cannot be read:
-// where a resolution is, for a spec whose loaded document does not say.
-func specTree(specPath string) *yaml.Node {
-	src, err := os.ReadFile(specPath)
-	if err != nil {
-		return nil
+// loadSpec loads the request's spec as oapi-codegen's own loader does
+// (util.LoadSwaggerWithOverlay): external references followed, each
+// element's origin recorded, which orders the routes as the spec does.
+// The files come from the request, and remote references are refused.
+func loadSpec(req *Request, specPath string) (*openapi3.T, error) {
+	loader := openapi3.NewLoader()
+	loader.IsExternalRefsAllowed = true
+	loader.IncludeOrigin = true
+	loader.ReadFromURIFunc = func(_ *openapi3.Loader, location *url.URL) ([]byte, error) {
+		return req.readRef(location)
 	}
+	return loader.LoadFromDataWithPath(req.Spec, &url.URL{Path: filepath.ToSlash(specPath)})
+}
+
+// specTree is the spec's text as nodes, or nil when it cannot be parsed:
+// where a resolution is, for a spec whose loaded document does not say.
+func specTree(specPath string, src []byte) *yaml.Node {
 	doc, err := annotation.Parse(specPath, src)
 	if err != nil || doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil

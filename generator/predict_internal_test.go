@@ -227,7 +227,7 @@ func TestResolveAhead(t *testing.T) {
 					}
 					oapiMu.Lock()
 					defer oapiMu.Unlock()
-					mode := resolveMode{tree: sync.OnceValue(func() *yaml.Node { return specTree(spec) }), ahead: ahead}
+					mode := resolveMode{tree: sync.OnceValue(func() *yaml.Node { return specTreeOf(t, spec) }), ahead: ahead}
 					return generateResolved(spec, doc, load, c.conf, mode)
 				}
 				got, gotErr := run(true)
@@ -262,4 +262,14 @@ func fileSize(t *testing.T, path string) int64 {
 		t.Fatal(err)
 	}
 	return fi.Size()
+}
+
+// specTreeOf is specTree of the spec file at path.
+func specTreeOf(t *testing.T, path string) *yaml.Node {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return specTree(path, src)
 }

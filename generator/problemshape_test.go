@@ -342,7 +342,7 @@ components:
 			src := "spec: " + spec + "\noutput:\n  dir: gen\n" + tc.errors
 			cfg, err := generator.ParseConfig(filepath.Join(dir, "idemgen.yaml"), []byte(src))
 			if err == nil {
-				_, err = generator.Generate(cfg)
+				_, err = generateFrom(cfg)
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got error %v, want one containing %q", err, tc.want)

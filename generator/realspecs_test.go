@@ -245,7 +245,7 @@ func generateNoPanic(t *testing.T, cfg *generator.Config) (res *generator.Result
 			t.Fatalf("Generate panicked: %v", p)
 		}
 	}()
-	return generator.Generate(cfg)
+	return generateFrom(cfg)
 }
 
 // annotateFirstPost copies the YAML spec at path into dir with

@@ -3,7 +3,6 @@ package generator
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -17,8 +16,9 @@ import (
 // line and column of the reference: the spec loader names at most the
 // target, which leaves the author searching for where it is used. It
 // checks local references (#/...) against the document and file
-// references against the file system; it returns nil when it finds none.
-func brokenRefs(file string, src []byte) error {
+// references against the files read (read); it returns nil when it
+// finds none.
+func brokenRefs(file string, src []byte, read func(path string) ([]byte, error)) error {
 	doc, err := annotation.Parse(file, src)
 	if err != nil {
 		return nil // the loader's own error says what is wrong
@@ -37,7 +37,7 @@ func brokenRefs(file string, src []byte) error {
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				k, v := n.Content[i], n.Content[i+1]
 				if k.Value == "$ref" && v.Kind == yaml.ScalarNode {
-					if why := refProblem(file, root, v.Value); why != "" {
+					if why := refProblem(file, root, v.Value, read); why != "" {
 						errs = append(errs, &annotation.Error{
 							Pos: annotation.Position{File: file, Line: v.Line, Column: v.Column},
 							Msg: fmt.Sprintf("$ref %q %s", v.Value, why),
@@ -55,13 +55,13 @@ func brokenRefs(file string, src []byte) error {
 }
 
 // refProblem says why ref names nothing, or returns "".
-func refProblem(file string, root *yaml.Node, ref string) string {
+func refProblem(file string, root *yaml.Node, ref string, read func(path string) ([]byte, error)) string {
 	target, pointer, _ := strings.Cut(ref, "#")
 	if target != "" {
 		if strings.Contains(target, "://") {
 			return "" // remote: generation does not fetch it, and says so
 		}
-		if _, err := os.Stat(filepath.Join(filepath.Dir(file), target)); err != nil {
+		if _, err := read(filepath.Join(filepath.Dir(file), filepath.FromSlash(target))); err != nil {
 			return fmt.Sprintf("names a file that cannot be read (%v); expected a file beside the spec", err)
 		}
 		return "" // its inside is that file's

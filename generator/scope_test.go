@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/idemgen/idemgen/generator"
 )
 
 // A scope header set for the whole document is checked on every
@@ -43,7 +41,7 @@ func TestScopeHeaderDefault(t *testing.T) {
 	line := strings.Count(src, "\n") + 2 // the scope's line below
 	src += "x-idempotency:\n  scope: {header: X-Tenant-Id}\n"
 	writeFile(t, spec, []byte(src))
-	_, err := generator.Generate(configFor(t, dir, "openapi.yaml", ""))
+	_, err := generateFrom(configFor(t, dir, "openapi.yaml", ""))
 	want := fmt.Sprintf(`%s:%d:19: x-idempotent on PUT /things: x-idempotency.scope.header X-Tenant-Id: the operation declares no header parameter "X-Tenant-Id"; `+
 		`expected a header parameter declared on the operation, or a scope of its own in x-idempotent`, spec, line)
 	if err == nil || err.Error() != want {

@@ -423,7 +423,12 @@ func generate(cmd, configPath string, quiet bool, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemgen: %v\n", err)
 		return 1
 	}
-	res, err := generator.Generate(cfg)
+	req, err := generator.Load(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemgen: %v\n", err)
+		return 1
+	}
+	res, err := generator.Generate(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen: %v\n", err)
 		return 1
@@ -514,7 +519,12 @@ func migrationsCommand(fs *flag.FlagSet) func(args []string, stdout, stderr io.W
 		if d, err := time.ParseDuration(*lockTimeout); err != nil || d < 0 {
 			return usageError(stderr, "migrations", fmt.Sprintf("invalid value %q for -lock-timeout: want a duration such as 2s, or 0", *lockTimeout))
 		}
-		files, stale, err := generator.MigrationFiles("", generator.Migrations{Dir: *dir, Format: string(format), Version: *version, LockTimeout: *lockTimeout})
+		existing, err := generator.ReadMigrationFolder(*dir)
+		if err != nil {
+			fmt.Fprintf(stderr, "idemgen migrations: %v\n", err)
+			return 1
+		}
+		files, stale, err := generator.MigrationFiles(existing, generator.Migrations{Dir: *dir, Format: string(format), Version: *version, LockTimeout: *lockTimeout})
 		if ve := (*generator.VersionError)(nil); errors.As(err, &ve) {
 			return usageError(stderr, "migrations", fmt.Sprintf("invalid value %d for -version: %s", ve.Version, ve.Reason()))
 		}

@@ -1,0 +1,132 @@
+package generator_test
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idemgen/idemgen/generator"
+)
+
+// A spec split over files: the path item of /refunds lives in a file of
+// its own. (oapi-codegen takes a schema or parameter from another file
+// only with an import mapping, into a package of its own.)
+const (
+	splitSpec = `openapi: 3.0.3
+info:
+  title: split
+  version: "1"
+paths:
+  /orders:
+    post:
+      operationId: createOrder
+      x-idempotent: true
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              properties:
+                amount:
+                  type: integer
+      responses:
+        "201":
+          description: created
+  /refunds:
+    $ref: "paths/refunds.yaml"
+`
+	refundsPath = `get:
+  operationId: listRefunds
+  parameters:
+    - name: limit
+      in: query
+      schema:
+        type: integer
+  responses:
+    "200":
+      description: the refunds
+`
+)
+
+// Generate reads nothing but its request: a request built in memory, for
+// a spec and config in a folder that does not exist, generates what
+// Load and Generate make of the same files on disk, byte for byte, $refs
+// to other files included.
+func TestGenerateFromMemory(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "openapi.yaml"), []byte(splitSpec))
+	writeFile(t, filepath.Join(dir, "paths", "refunds.yaml"), []byte(refundsPath))
+	fromDisk := generate(t, configFor(t, dir, "openapi.yaml", ""))
+	if fromDisk.Operations != 2 || fromDisk.Idempotent != 1 {
+		t.Fatalf("%d operations, %d idempotent; want 2 and 1", fromDisk.Operations, fromDisk.Idempotent)
+	}
+
+	nowhere := filepath.Join(dir, "does-not-exist")
+	req := generator.Request{
+		Config: configFor(t, nowhere, "openapi.yaml", ""),
+		Spec:   []byte(splitSpec),
+		Refs: map[string][]byte{
+			filepath.Join(nowhere, "paths", "refunds.yaml"): []byte(refundsPath),
+		},
+	}
+	fromMemory, err := generator.Generate(req)
+	if err != nil {
+		t.Fatalf("Generate from memory: %v", err)
+	}
+	if len(fromMemory.Files) != len(fromDisk.Files) {
+		t.Fatalf("%d files from memory, %d from disk", len(fromMemory.Files), len(fromDisk.Files))
+	}
+	for i, f := range fromDisk.Files {
+		m := fromMemory.Files[i]
+		if m.Path != f.Path || !bytes.Equal(m.Content, f.Content) {
+			t.Errorf("file %d: %s from memory differs from %s from disk", i, m.Path, f.Path)
+		}
+	}
+	oapi := string(fromDisk.Files[0].Content)
+	if !strings.Contains(oapi, "ListRefundsParams") || !strings.Contains(oapi, "Limit *int") {
+		t.Errorf("the path item of the other file is not in oapi-codegen's output:\n%.2000s", oapi)
+	}
+
+	// Without the referenced file, the reference is named at its line.
+	req.Refs = nil
+	_, err = generator.Generate(req)
+	if err == nil {
+		t.Fatal("Generate succeeded without the path item's file")
+	}
+	if want := filepath.Join(nowhere, "openapi.yaml") + `:23:11: $ref "paths/refunds.yaml" names a file that cannot be read`; !strings.Contains(err.Error(), want) {
+		t.Errorf("error\n%v\nwant it to hold\n%s", err, want)
+	}
+}
+
+// The conformance kit imports the output by the import path the request
+// carries; without one (no module holds the output), tests: true is a
+// config error that says so.
+func TestKitNeedsTheOutputsImport(t *testing.T) {
+	nowhere := filepath.Join(t.TempDir(), "does-not-exist")
+	req := generator.Request{Config: configFor(t, nowhere, "openapi.yaml", "tests: true\n")}
+	req.Spec = []byte(strings.Replace(splitSpec, "  /refunds:\n    $ref: \"paths/refunds.yaml\"\n", "", 1))
+	_, err := generator.Generate(req)
+	if !errors.Is(err, generator.ErrConfig) || !strings.Contains(err.Error(), "tests: true needs output.dir") {
+		t.Fatalf("Generate without the output's import path: %v, want a config error saying tests: true needs a module", err)
+	}
+	req.OutputImport = "example.com/split/gen"
+	res, err := generator.Generate(req)
+	if err != nil {
+		t.Fatalf("Generate with the output's import path: %v", err)
+	}
+	kits := 0
+	for _, f := range res.Files {
+		if strings.HasSuffix(f.Path, "conformance.gen.go") {
+			kits++
+			if !bytes.Contains(f.Content, []byte(`"example.com/split/gen"`)) {
+				t.Errorf("%s does not import the output by the request's import path", f.Path)
+			}
+		}
+	}
+	if kits != 1 {
+		t.Errorf("%d conformance kits generated, want 1", kits)
+	}
+}
