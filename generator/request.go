@@ -134,6 +134,9 @@ func (r *Request) ref(path string) ([]byte, error) {
 	if data, ok := r.Refs[path]; ok {
 		return data, nil
 	}
+	if r.Config != nil && path == filepath.Clean(r.Config.path(r.Config.Spec)) {
+		return r.Spec, nil // a file that refers back to the spec
+	}
 	if err := r.RefErrs[path]; err != nil {
 		return nil, err
 	}
