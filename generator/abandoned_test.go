@@ -4,13 +4,14 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/idemgen/idemgen/generator"
 )
 
 // abandoned and complete-after reach the model as the templates use them:
-// the action as written, and the duration as a Go expression and as the
-// docs write it, 1h when complete-after is left out. abandoned: fail
+// the action as written, and the duration, 1h when complete-after is left
+// out. abandoned: fail
 // takes a multipart body, which abandoned: complete refuses.
 func TestGenerateCarriesAbandoned(t *testing.T) {
 	dir := t.TempDir()
@@ -60,8 +61,8 @@ func TestGenerateCarriesAbandoned(t *testing.T) {
 `+components))
 	res := generate(t, configFor(t, dir, "openapi.yaml", ""))
 	want := map[string]generator.AbandonedSetting{
-		"createThing": {Abandoned: "complete", CompleteAfter: "30 * time.Minute", CompleteAfterText: "30m"},
-		"uploadThing": {Abandoned: "fail", CompleteAfter: "time.Hour", CompleteAfterText: "1h"},
+		"createThing": {Abandoned: "complete", CompleteAfter: 30 * time.Minute},
+		"uploadThing": {Abandoned: "fail", CompleteAfter: time.Hour},
 		"updateThing": {},
 		"deleteThing": {},
 	}

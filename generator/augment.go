@@ -245,7 +245,7 @@ func keyParameter(op operation) *yaml.Node {
 	}
 	desc := fmt.Sprintf("A unique key for this request, such as a UUID. A retry with the same key and request "+
 		"returns the first response (with Idempotent-Replayed: true) instead of running it again; "+
-		"the key with another request is a 422. Responses are kept %s.", op.TTLText)
+		"the key with another request is a 422. Responses are kept %s.", durationText(op.TTL))
 	if op.KeyOptional {
 		desc += " Without a key the request runs without this protection."
 	}

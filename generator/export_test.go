@@ -84,7 +84,8 @@ func ContractRoundTrip(res *Result) (written, reread string, ok bool) {
 // AbandonedSetting is what an operation's model holds of abandoned and
 // complete-after.
 type AbandonedSetting struct {
-	Abandoned, CompleteAfter, CompleteAfterText string
+	Abandoned     string
+	CompleteAfter time.Duration
 }
 
 // AbandonedSettings maps res's annotated operations, by name, to what
@@ -93,7 +94,7 @@ func AbandonedSettings(res *Result) map[string]AbandonedSetting {
 	settings := make(map[string]AbandonedSetting)
 	for _, op := range res.model.Operations {
 		if op.Idempotent {
-			settings[op.Name] = AbandonedSetting{op.Abandoned, op.CompleteAfter, op.CompleteAfterText}
+			settings[op.Name] = AbandonedSetting{op.Abandoned, op.CompleteAfter}
 		}
 	}
 	return settings

@@ -52,7 +52,12 @@ type Result struct {
 // directory.
 const layerFile = "idempotency.gen.go"
 
-var tmpl = template.Must(template.New("").ParseFS(templates.FS, "*.tmpl"))
+// tmpl holds the templates, with the functions that write the model's
+// typed values as Go or as the docs write them.
+var tmpl = template.Must(template.New("").Funcs(template.FuncMap{
+	"goDuration":   durationExpr,
+	"durationText": durationText,
+}).ParseFS(templates.FS, "*.tmpl"))
 
 // Generate produces every output file in memory from what req holds,
 // reading nothing else; Write or Check them.

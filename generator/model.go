@@ -70,12 +70,11 @@ type operation struct {
 	KeyDeclared          bool
 	KeyMinLen, KeyMaxLen int
 	KeyPattern           string
-	TTL, Lease           string // Go expressions
-	MaxBody              int64  // the annotation's max-body; 0 for the handler's option
+	TTL, Lease           time.Duration
+	MaxBody              int64 // the annotation's max-body; 0 for the handler's option
 	// Validate is whether the gate checks requests against the spec
 	// (see requestschemas.go).
 	Validate bool
-	TTLText  string
 	// ScopeHeader is the header parameter that scopes keys, as the spec
 	// spells it; "" when there is none.
 	ScopeHeader string
@@ -117,10 +116,8 @@ type operation struct {
 	// stores the final response, "fail" stores the attempt-abandoned
 	// problem; "" leaves it for a retry and the sweeper.
 	Abandoned string
-	// CompleteAfter is a Go expression, like TTL and Lease, and
-	// CompleteAfterText the duration as the docs write it; both "" when
-	// Abandoned is "".
-	CompleteAfter, CompleteAfterText string
+	// CompleteAfter is zero when Abandoned is "".
+	CompleteAfter time.Duration
 
 	pos annotation.Position         // the x-idempotent key, for errors
 	def codegen.OperationDefinition // oapi-codegen's, for the request schemas
@@ -255,11 +252,10 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	if err := declaredKey(op, a, d); err != nil {
 		return err
 	}
-	op.TTL, op.Lease = durationExpr(a.TTL), durationExpr(a.Lease)
+	op.TTL, op.Lease = a.TTL, a.Lease
 	op.MaxBody = a.MaxBody
 	op.Validate = a.Validate
 	op.def = d
-	op.TTLText = durationText(a.TTL)
 	if a.Scope.Header != "" {
 		header, err := scopeHeader(d, a)
 		if err != nil {
@@ -277,7 +273,7 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	}
 	if a.Abandoned != "" {
 		op.Abandoned = a.Abandoned
-		op.CompleteAfter, op.CompleteAfterText = durationExpr(a.CompleteAfter), durationText(a.CompleteAfter)
+		op.CompleteAfter = a.CompleteAfter
 	}
 
 	excluded, err := excludedParams(d, a.FingerprintExclude)
@@ -607,6 +603,8 @@ func flatten(s *openapi3.Schema, out []*openapi3.Schema) []*openapi3.Schema {
 	return out
 }
 
+// durationExpr is d as a Go expression: 24 * time.Hour. Templates call
+// it goDuration.
 func durationExpr(d time.Duration) string {
 	for _, u := range []struct {
 		unit time.Duration
@@ -622,6 +620,7 @@ func durationExpr(d time.Duration) string {
 	return fmt.Sprintf("time.Duration(%d)", d)
 }
 
+// durationText is d as the docs and annotations write it: 24h, 7d.
 func durationText(d time.Duration) string {
 	const day = 24 * time.Hour
 	if d >= 2*day && d%day == 0 {
