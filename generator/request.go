@@ -150,7 +150,7 @@ func (r *Request) readRef(location *url.URL) ([]byte, error) {
 	if location.Scheme != "" || location.Host != "" {
 		doc := *location
 		doc.Fragment, doc.RawFragment = "", ""
-		return nil, fmt.Errorf("refusing to resolve remote reference %q: it is not listed in allow-remote-refs-from", doc.String())
+		return nil, fmt.Errorf("remote reference %q: idemgen reads local files only, so that generation does not depend on the network; save the document beside the spec and refer to it by its path", doc.String())
 	}
 	return r.ref(filepath.FromSlash(location.Path))
 }

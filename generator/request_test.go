@@ -130,3 +130,18 @@ func TestKitNeedsTheOutputsImport(t *testing.T) {
 		t.Errorf("%d conformance kits generated, want 1", kits)
 	}
 }
+
+// A reference to a remote document is refused, saying what to do: the
+// generator reads local files only.
+func TestRemoteRefRefused(t *testing.T) {
+	nowhere := filepath.Join(t.TempDir(), "does-not-exist")
+	req := generator.Request{
+		Config: configFor(t, nowhere, "openapi.yaml", ""),
+		Spec:   []byte(strings.Replace(splitSpec, `$ref: "paths/refunds.yaml"`, `$ref: "https://example.com/refunds.yaml"`, 1)),
+	}
+	_, err := generator.Generate(req)
+	if err == nil || !strings.Contains(err.Error(), `remote reference "https://example.com/refunds.yaml": idemgen reads local files only`) ||
+		!strings.Contains(err.Error(), "save the document beside the spec") {
+		t.Fatalf("Generate with a remote reference: %v, want it refused with what to do", err)
+	}
+}
