@@ -28,6 +28,20 @@ func brokenRefs(file string, src []byte, read func(path string) ([]byte, error))
 		root = root.Content[0]
 	}
 	var errs []error
+	eachRef(root, func(v *yaml.Node) {
+		if why := refProblem(file, root, v.Value, read); why != "" {
+			errs = append(errs, &annotation.Error{
+				Pos: annotation.Position{File: file, Line: v.Line, Column: v.Column},
+				Msg: fmt.Sprintf("$ref %q %s", v.Value, why),
+			})
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// eachRef calls f with the value of every $ref under n, in the order of
+// the text.
+func eachRef(n *yaml.Node, f func(v *yaml.Node)) {
 	var walk func(n *yaml.Node, depth int)
 	walk = func(n *yaml.Node, depth int) {
 		if n == nil || depth > 200 {
@@ -35,14 +49,8 @@ func brokenRefs(file string, src []byte, read func(path string) ([]byte, error))
 		}
 		if n.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(n.Content); i += 2 {
-				k, v := n.Content[i], n.Content[i+1]
-				if k.Value == "$ref" && v.Kind == yaml.ScalarNode {
-					if why := refProblem(file, root, v.Value, read); why != "" {
-						errs = append(errs, &annotation.Error{
-							Pos: annotation.Position{File: file, Line: v.Line, Column: v.Column},
-							Msg: fmt.Sprintf("$ref %q %s", v.Value, why),
-						})
-					}
+				if k, v := n.Content[i], n.Content[i+1]; k.Value == "$ref" && v.Kind == yaml.ScalarNode {
+					f(v)
 				}
 			}
 		}
@@ -50,8 +58,7 @@ func brokenRefs(file string, src []byte, read func(path string) ([]byte, error))
 			walk(c, depth+1)
 		}
 	}
-	walk(root, 0)
-	return errors.Join(errs...)
+	walk(n, 0)
 }
 
 // refProblem says why ref names nothing, or returns "".

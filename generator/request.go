@@ -103,27 +103,11 @@ func readRefs(specPath string, src []byte) (map[string][]byte, map[string]error)
 // fileRefs are the file parts of the local-file $refs under n.
 func fileRefs(n *yaml.Node) []string {
 	var out []string
-	var walk func(n *yaml.Node, depth int)
-	walk = func(n *yaml.Node, depth int) {
-		if n == nil || depth > 200 {
-			return
+	eachRef(n, func(v *yaml.Node) {
+		if target, _, _ := strings.Cut(v.Value, "#"); target != "" && !strings.Contains(target, "://") {
+			out = append(out, target)
 		}
-		if n.Kind == yaml.MappingNode {
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k, v := n.Content[i], n.Content[i+1]
-				if k.Value == "$ref" && v.Kind == yaml.ScalarNode {
-					target, _, _ := strings.Cut(v.Value, "#")
-					if target != "" && !strings.Contains(target, "://") {
-						out = append(out, target)
-					}
-				}
-			}
-		}
-		for _, c := range n.Content {
-			walk(c, depth+1)
-		}
-	}
-	walk(n, 0)
+	})
 	return out
 }
 
@@ -167,12 +151,8 @@ func ReadMigrationFolder(dir string) ([]MigrationFile, error) {
 	}
 	var files []MigrationFile
 	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
+		if _, ok := migrationVersion(e.Name()); e.IsDir() || !ok {
 			continue
-		}
-		version, _, ok := strings.Cut(e.Name(), "_")
-		if !ok || !isDigits(version) {
-			continue // not a numbered migration
 		}
 		first, err := firstLine(filepath.Join(dir, e.Name()))
 		if err != nil {

@@ -156,13 +156,20 @@ type ownedFile struct {
 	version string // its version prefix
 }
 
+// migrationVersion is the version prefix of a numbered SQL migration's
+// file name (0003 of 0003_x.up.sql); false for any other file.
+func migrationVersion(name string) (string, bool) {
+	version, _, ok := strings.Cut(name, "_")
+	return version, ok && isDigits(version) && strings.HasSuffix(name, ".sql")
+}
+
 // classify tells idemgen's files in a migration folder from the user's.
 func classify(files []MigrationFile) migrationDir {
 	var d migrationDir
 	for _, f := range files {
-		version, _, ok := strings.Cut(f.Name, "_")
-		if !ok || !isDigits(version) || !strings.HasSuffix(f.Name, ".sql") {
-			continue // not a numbered migration
+		version, ok := migrationVersion(f.Name)
+		if !ok {
+			continue
 		}
 		if rest, ok := strings.CutPrefix(f.FirstLine, generatedMark); ok {
 			name, _, _ := strings.Cut(rest, ".")
