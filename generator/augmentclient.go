@@ -1,8 +1,8 @@
 package generator
 
 import (
+	"errors"
 	"fmt"
-	"runtime/debug"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -38,14 +38,14 @@ func augmentedClient(file string, root *yaml.Node, encode func() ([]byte, error)
 	if err != nil {
 		return nil, nil // validateSpec says why
 	}
-	oapiMu.Lock()
-	defer oapiMu.Unlock()
-	defer func() {
-		if p := recover(); p != nil {
-			found, err = nil, fmt.Errorf("%s: oapi-codegen failed on the augmented spec (panic: %v); please report it with your spec\n%s", file, p, debug.Stack())
-		}
-	}()
-	res, err := generateResolved(file, doc, load, clientConfig("client"), resolveMode{inSpec: true, tree: func() *yaml.Node { return root }})
+	var res resolved
+	err = oapiCodegen.use(func() (err error) {
+		res, err = generateResolved(file, doc, load, clientConfig("client"), resolveMode{inSpec: true, tree: func() *yaml.Node { return root }})
+		return err
+	})
+	if p := (*codegenPanic)(nil); errors.As(err, &p) {
+		return nil, fmt.Errorf("%s: oapi-codegen failed on the augmented spec (panic: %v); please report it with your spec\n%s", file, p.value, p.stack)
+	}
 	if err != nil {
 		return []resolution{{nil, fmt.Sprintf("oapi-codegen cannot generate a client of the augmented spec: %v", err)}}, nil
 	}

@@ -21,18 +21,20 @@ import (
 
 // clientCode is oapi-codegen's client and models for a spec: what a
 // client team generates from the augmented spec.
-func clientCode(spec []byte, pkg string) ([]byte, error) {
-	oapiMu.Lock()
-	defer oapiMu.Unlock()
-	doc, err := openapi3.NewLoader().LoadFromData(spec)
-	if err != nil {
-		return nil, fmt.Errorf("load spec: %w", err)
-	}
-	code, err := codegen.Generate(doc, clientConfig(pkg))
-	if err != nil {
-		return nil, fmt.Errorf("oapi-codegen client: %w", err)
-	}
-	return []byte(code), nil
+func clientCode(spec []byte, pkg string) (code []byte, err error) {
+	err = oapiCodegen.use(func() error {
+		doc, err := openapi3.NewLoader().LoadFromData(spec)
+		if err != nil {
+			return fmt.Errorf("load spec: %w", err)
+		}
+		src, err := codegen.Generate(doc, clientConfig(pkg))
+		if err != nil {
+			return fmt.Errorf("oapi-codegen client: %w", err)
+		}
+		code = []byte(src)
+		return nil
+	})
+	return code, err
 }
 
 // clientFile is the name of IdempotentClient's file in the output

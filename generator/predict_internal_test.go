@@ -97,8 +97,8 @@ func TestPredictedNames(t *testing.T) {
 				}
 				conf := serverConf(client)
 				doc := loadForTest(t, spec)
-				oapiMu.Lock()
-				defer oapiMu.Unlock()
+				oapiCodegen.mu.Lock()
+				defer oapiCodegen.mu.Unlock()
 				none := conf
 				none.Generate = codegen.GenerateOptions{}
 				if _, err := codegen.Generate(doc, none); err != nil {
@@ -224,8 +224,8 @@ func TestResolveAhead(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					oapiMu.Lock()
-					defer oapiMu.Unlock()
+					oapiCodegen.mu.Lock()
+					defer oapiCodegen.mu.Unlock()
 					mode := resolveMode{tree: sync.OnceValue(func() *yaml.Node { return specTreeOf(t, spec) }), ahead: ahead}
 					return generateResolved(spec, doc, load, c.conf, mode)
 				}
