@@ -13,14 +13,9 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"go/format"
 	"os"
 	"path/filepath"
 	"slices"
-	"text/template"
-
-	"github.com/idemgen/idemgen/generator/annotation"
-	"github.com/idemgen/idemgen/templates"
 )
 
 // File is one generated file.
@@ -52,155 +47,69 @@ type Result struct {
 // directory.
 const layerFile = "idempotency.gen.go"
 
-// tmpl holds the templates, with the functions that write the model's
-// typed values as Go or as the docs write them.
-var tmpl = template.Must(template.New("").Funcs(template.FuncMap{
-	"goDuration":   durationExpr,
-	"durationText": durationText,
-}).ParseFS(templates.FS, "*.tmpl"))
-
 // Generate produces every output file in memory from what req holds,
-// reading nothing else; Write or Check them.
+// reading nothing else; Write or Check them. Its stages run in the order
+// the package doc's map gives, each on what the ones before it made.
 func Generate(req Request) (*Result, error) {
-	cfg := req.Config
-	specPath := cfg.path(cfg.Spec)
-	src := req.Spec
-	// Reading the annotations parses the whole spec, which oapi-codegen
-	// does not need: it is read while oapi-codegen loads the spec, on
-	// another core where there is one. Its errors come first, as when it
-	// was read before.
-	var annotated []annotation.Operation
-	var readErr error
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		if annotated, readErr = annotation.Read(specPath, src); readErr == nil && cfg.Errors != nil {
-			readErr = errorSchemaOf(specPath, src, cfg.Errors, req.ref)
-		}
-	}()
-	readDone := func() error {
-		<-read
-		return readErr
-	}
-	oapi, err := runOapiCodegen(&req, readDone)
-	if err := readDone(); err != nil {
-		return nil, err
-	}
+	src, err := readSource(&req)
 	if err != nil {
 		return nil, err
 	}
-	m, err := buildModel(cfg, annotated, oapi.defs, oapi.security)
+	m, err := buildModel(req.Config, src.annotated, src.oapi.defs, src.oapi.security)
 	if err != nil {
 		return nil, err
 	}
-	m.Warnings = withResolutions(specPath, oapi.warnings, m.Warnings)
-	// oapi-codegen's output is parsed once, for every check of it.
-	scan := oapi.scan
-	if scan == nil {
-		_, err := scanNames("oapi.gen.go", oapi.src)
+	m.Warnings = withResolutions(src.path, src.oapi.warnings, m.Warnings)
+	if err := completeModel(src, m); err != nil {
 		return nil, err
 	}
-	if err := checkNames(specPath, scan, m); err != nil {
-		return nil, err
-	}
-	if err := writeFingerprints(scan.file, m); err != nil {
-		return nil, err
-	}
-	schemas, warnings, err := requestSchemas(specPath, oapi.version, m.Operations)
-	if err != nil {
-		return nil, err
-	}
-	m.RequestSchemas, m.Warnings = goString(schemas), append(m.Warnings, warnings...)
 	var augmented []byte
-	if cfg.Output.Spec != "" {
+	if req.Config.Output.Spec != "" {
 		var found []resolution
-		if augmented, found, err = augmentSpec(specPath, src, m, oapi.carry); err != nil {
+		if augmented, found, err = augmentSpec(src.path, req.Spec, m, src.oapi.carry); err != nil {
 			return nil, err
 		}
-		m.Warnings = withResolutions(specPath, m.Warnings, resolutionWarnings(specPath, found))
+		m.Warnings = withResolutions(src.path, m.Warnings, resolutionWarnings(src.path, found))
 	}
-	mount, err := render(mountTemplate(cfg.Server), m)
+	files, err := renderFiles(&req, src, m)
 	if err != nil {
 		return nil, err
 	}
-	m.Mount = string(mount)
-	layer, err := renderGo("idempotency.go.tmpl", m)
+	if augmented != nil {
+		files = append(files, File{Path: req.Config.Output.Spec, Content: augmented})
+	}
+	migrations, stale, err := sqlFiles(req.Config, req.Migrations)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Operations: len(m.Operations), Warnings: m.Warnings, model: m}
-	// Keys in flight that this generation would change: compared with the
-	// contract of the file it replaces.
-	changed := contractWarnings(req.Layer, filepath.Join(cfg.Output.Dir, layerFile), m, m.contracts)
-	slices.SortStableFunc(changed, func(a, b warning) int {
-		return cmp.Or(cmp.Compare(a.pos.Line, b.pos.Line), cmp.Compare(a.pos.Column, b.pos.Column))
-	})
-	for _, w := range changed {
-		res.Warnings = append(res.Warnings, w.text)
+	res := &Result{
+		Files:      append(files, migrations...),
+		Stale:      stale,
+		Operations: len(m.Operations),
+		Warnings:   slices.Concat(m.Warnings, changedKeys(&req, m)),
+		model:      m,
 	}
 	for _, op := range m.Operations {
 		if op.Idempotent {
 			res.Idempotent++
 		}
 	}
-	res.Files = append(res.Files,
-		File{Path: cfg.oapiFile(), Content: oapi.src},
-		File{Path: filepath.Join(cfg.Output.Dir, layerFile), Content: layer},
-	)
-	if m.Client && m.Idempotent {
-		client, err := renderGo("client.go.tmpl", m)
-		if err != nil {
-			return nil, err
-		}
-		res.Files = append(res.Files, File{Path: filepath.Join(cfg.Output.Dir, "idempotency_client.gen.go"), Content: client})
-	}
-	if res.Files, err = finishGoFiles(specPath, src, m, res.Files, scan); err != nil {
-		return nil, err
-	}
-	if m.Tests && m.Idempotent {
-		dir, name := kitPackage(cfg)
-		m.KitPackage = name
-		if m.Import = req.OutputImport; m.Import == "" {
-			return nil, fmt.Errorf("%w: tests: true needs output.dir (%s) inside a Go module, to import it from the test helpers; none of its parents has a go.mod", ErrConfig, cfg.path(cfg.Output.Dir))
-		}
-		kit, err := renderGo("kit.go.tmpl", m)
-		if err != nil {
-			return nil, err
-		}
-		res.Files = append(res.Files, File{Path: filepath.Join(dir, "conformance.gen.go"), Content: kit})
-	}
-	if cfg.Output.Spec != "" {
-		res.Files = append(res.Files, File{Path: cfg.Output.Spec, Content: augmented})
-	}
-	sqlFiles, stale, err := sqlFiles(cfg, req.Migrations)
-	if err != nil {
-		return nil, err
-	}
-	res.Files = append(res.Files, sqlFiles...)
-	res.Stale = stale
 	return res, nil
 }
 
-// mountTemplate is the template of the code that mounts the layer on the
-// server kind's router.
-func mountTemplate(server string) string {
-	switch server {
-	case "echo", "gin":
-		return "mount-" + server + ".go.tmpl"
+// changedKeys warns of the keys in flight that this generation would
+// change, by the contract of the layer file it replaces, in the order of
+// the spec's text.
+func changedKeys(req *Request, m *model) []string {
+	changed := contractWarnings(req.Layer, filepath.Join(req.Config.Output.Dir, layerFile), m, m.contracts)
+	slices.SortStableFunc(changed, func(a, b warning) int {
+		return cmp.Or(cmp.Compare(a.pos.Line, b.pos.Line), cmp.Compare(a.pos.Column, b.pos.Column))
+	})
+	var texts []string
+	for _, w := range changed {
+		texts = append(texts, w.text)
 	}
-	return "mount-http.go.tmpl" // std-http and chi: an http.Handler
-}
-
-func renderGo(name string, data any) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := tmpl.ExecuteTemplate(&buf, name, data); err != nil {
-		return nil, fmt.Errorf("render %s: %w", name, err)
-	}
-	out, err := format.Source(buf.Bytes())
-	if err != nil {
-		return nil, fmt.Errorf("format %s (a generator bug; please report it with your spec): %w", name, err)
-	}
-	return out, nil
+	return texts
 }
 
 // Write writes the files under dir (the config file's directory), leaving

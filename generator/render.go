@@ -1,0 +1,95 @@
+package generator
+
+import (
+	"bytes"
+	"fmt"
+	"go/format"
+	"path/filepath"
+	"text/template"
+
+	"github.com/idemgen/idemgen/templates"
+)
+
+// tmpl holds the templates, with the functions that write the model's
+// typed values as Go or as the docs write them.
+var tmpl = template.Must(template.New("").Funcs(template.FuncMap{
+	"goDuration":   durationExpr,
+	"durationText": durationText,
+}).ParseFS(templates.FS, "*.tmpl"))
+
+// renderFiles renders the Go files of the output from the model:
+// oapi-codegen's file as it made it, the layer, and the retrying client
+// and the conformance helpers when the config asks for them, checked to
+// compile as far as parsing tells (finishGoFiles).
+func renderFiles(req *Request, src source, m *model) ([]File, error) {
+	cfg := req.Config
+	mount, err := render(mountTemplate(cfg.Server), m)
+	if err != nil {
+		return nil, err
+	}
+	m.Mount = string(mount)
+	layer, err := renderGo("idempotency.go.tmpl", m)
+	if err != nil {
+		return nil, err
+	}
+	files := []File{
+		{Path: cfg.oapiFile(), Content: src.oapi.src},
+		{Path: filepath.Join(cfg.Output.Dir, layerFile), Content: layer},
+	}
+	if m.Client && m.Idempotent {
+		client, err := renderGo("client.go.tmpl", m)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, File{Path: filepath.Join(cfg.Output.Dir, clientFile), Content: client})
+	}
+	if files, err = finishGoFiles(src.path, req.Spec, m, files, src.oapi.scan); err != nil {
+		return nil, err
+	}
+	if m.Tests && m.Idempotent {
+		kit, err := renderKit(req, m)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, kit)
+	}
+	return files, nil
+}
+
+// renderKit renders the conformance helpers, in a package of their own
+// that imports the output's.
+func renderKit(req *Request, m *model) (File, error) {
+	cfg := req.Config
+	dir, name := kitPackage(cfg)
+	m.KitPackage = name
+	if m.Import = req.OutputImport; m.Import == "" {
+		return File{}, fmt.Errorf("%w: tests: true needs output.dir (%s) inside a Go module, to import it from the test helpers; none of its parents has a go.mod", ErrConfig, cfg.path(cfg.Output.Dir))
+	}
+	kit, err := renderGo("kit.go.tmpl", m)
+	if err != nil {
+		return File{}, err
+	}
+	return File{Path: filepath.Join(dir, "conformance.gen.go"), Content: kit}, nil
+}
+
+// mountTemplate is the template of the code that mounts the layer on the
+// server kind's router.
+func mountTemplate(server string) string {
+	switch server {
+	case "echo", "gin":
+		return "mount-" + server + ".go.tmpl"
+	}
+	return "mount-http.go.tmpl" // std-http and chi: an http.Handler
+}
+
+func renderGo(name string, data any) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := tmpl.ExecuteTemplate(&buf, name, data); err != nil {
+		return nil, fmt.Errorf("render %s: %w", name, err)
+	}
+	out, err := format.Source(buf.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("format %s (a generator bug; please report it with your spec): %w", name, err)
+	}
+	return out, nil
+}

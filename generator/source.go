@@ -1,0 +1,44 @@
+package generator
+
+import "github.com/idemgen/idemgen/generator/annotation"
+
+// source is what the first two stages make of the spec: its annotations,
+// and oapi-codegen's output for it with the resolutions that let it
+// compile.
+type source struct {
+	path      string // the spec's path, as errors and warnings name it
+	annotated []annotation.Operation
+	oapi      oapiOutput
+}
+
+// readSource runs the first two stages. Reading the annotations parses
+// the whole spec, which oapi-codegen does not need: it is done while
+// oapi-codegen loads the spec, on another core where there is one. Its
+// errors come first, as a spec's annotations are what its author is
+// editing.
+func readSource(req *Request) (source, error) {
+	cfg := req.Config
+	src := source{path: cfg.path(cfg.Spec)}
+	var readErr error
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		src.annotated, readErr = annotation.Read(src.path, req.Spec)
+		if readErr == nil && cfg.Errors != nil {
+			readErr = errorSchemaOf(src.path, req.Spec, cfg.Errors, req.ref)
+		}
+	}()
+	readDone := func() error {
+		<-read
+		return readErr
+	}
+	oapi, err := runOapiCodegen(req, readDone)
+	if err := readDone(); err != nil {
+		return source{}, err
+	}
+	if err != nil {
+		return source{}, err
+	}
+	src.oapi = oapi
+	return src, nil
+}
