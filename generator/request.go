@@ -38,6 +38,9 @@ type Request struct {
 	// the conformance kit (tests: true) imports it by; "" when no module
 	// holds it.
 	OutputImport string
+	// OapiCodegen is the version of oapi-codegen that generates, which
+	// the header of its file names; "" names it "v2".
+	OapiCodegen string
 }
 
 // MigrationFile is a file of the migration folder: its name and its
@@ -50,7 +53,7 @@ type MigrationFile struct {
 // references name, the layer file it replaces, the migration folder's
 // files and the module that holds the output.
 func Load(cfg *Config) (Request, error) {
-	req := Request{Config: cfg}
+	req := Request{Config: cfg, OapiCodegen: oapiCodegenVersion()}
 	specPath := cfg.path(cfg.Spec)
 	var err error
 	if req.Spec, err = os.ReadFile(specPath); err != nil {

@@ -3,11 +3,14 @@ package generator_test
 import (
 	"bytes"
 	"errors"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/idemgen/idemgen/generator"
+	"golang.org/x/mod/modfile"
 )
 
 // A spec split over files: the path item of /refunds lives in a file of
@@ -144,4 +147,92 @@ func TestRemoteRefRefused(t *testing.T) {
 		!strings.Contains(err.Error(), "save the document beside the spec") {
 		t.Fatalf("Generate with a remote reference: %v, want it refused with what to do", err)
 	}
+}
+
+// Generate is a function of its request alone: the example's request,
+// built in memory and placed in a folder that does not exist, run from a
+// working directory that holds nothing, generates the example's committed
+// output byte for byte, warnings included.
+func TestGenerateIsPure(t *testing.T) {
+	example, err := filepath.Abs(filepath.Join("..", "example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) []byte {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(example, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	committed, err := generator.LoadConfig(filepath.Join(example, "idemgen.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk, err := generator.Load(committed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowhere := filepath.Join(t.TempDir(), "does-not-exist")
+	cfg, err := generator.ParseConfig(filepath.Join(nowhere, "idemgen.yaml"), read("idemgen.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := generator.Request{
+		Config:       cfg,
+		Spec:         read("openapi.yaml"),
+		Layer:        read(filepath.Join("gen", "idempotency.gen.go")),
+		Migrations:   slices.Clone(onDisk.Migrations),
+		OutputImport: "github.com/idemgen/idemgen/example/gen",
+		OapiCodegen:  requiredVersion(t, "github.com/oapi-codegen/oapi-codegen/v2"),
+	}
+	if len(req.Migrations) == 0 {
+		t.Fatal("the example's migration folder lists no files")
+	}
+	t.Chdir(t.TempDir())
+	res, err := generator.Generate(req)
+	if err != nil {
+		t.Fatalf("Generate from memory: %v", err)
+	}
+	if len(res.Files) < 30 {
+		t.Fatalf("%d files generated, want the example's 32", len(res.Files))
+	}
+	for _, f := range res.Files {
+		if want := read(f.Path); !bytes.Equal(f.Content, want) {
+			t.Errorf("%s generated from memory differs from the committed file", f.Path)
+		}
+	}
+	if len(res.Stale) != 0 {
+		t.Errorf("stale files %q, want none", res.Stale)
+	}
+	fromDisk, err := generator.Generate(onDisk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Warnings, fromDisk.Warnings) {
+		t.Errorf("warnings from memory\n%q\ndiffer from those of the files on disk\n%q", res.Warnings, fromDisk.Warnings)
+	}
+}
+
+// requiredVersion is the version of module path that go.mod requires: the
+// one a binary of this module is built with. (A test binary does not
+// record its modules' versions.)
+func requiredVersion(t *testing.T, path string) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := modfile.ParseLax("go.mod", src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range f.Require {
+		if r.Mod.Path == path {
+			return r.Mod.Version
+		}
+	}
+	t.Fatalf("go.mod does not require %s", path)
+	return ""
 }
