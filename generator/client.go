@@ -4,10 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"go/ast"
-	"go/format"
 	"go/parser"
-	"go/token"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -43,10 +40,10 @@ const clientFile = "idempotency_client.gen.go"
 
 // finishGoFiles completes and checks the Go files of the output so far:
 // it refuses a client that cannot make keys within the limits an
-// operation declares for them (clientKeyErrors), gives the client's file
-// the imports it uses (clientImports), and refuses Go code that would not
+// operation declares for them (clientKeyErrors), gives idemgen's own files
+// the imports they use (usedImports), and refuses Go code that would not
 // compile for a reason parsing finds (checkCompile). It returns files with
-// the client's file completed. spec is the text of the spec at specPath;
+// idemgen's files completed. spec is the text of the spec at specPath;
 // oapi is oapi-codegen's file, parsed already.
 func finishGoFiles(specPath string, spec []byte, m *model, files []File, oapi *nameScan) ([]File, error) {
 	if m.Client && m.Idempotent {
@@ -61,10 +58,10 @@ func finishGoFiles(specPath string, spec []byte, m *model, files []File, oapi *n
 	files = slices.Clone(files)
 	for _, p := range pkgs {
 		for i, f := range p.files {
-			if filepath.Base(f.path) != clientFile {
-				continue
+			if name := filepath.Base(f.path); name != layerFile && name != clientFile {
+				continue // oapi-codegen's, which imports what it uses
 			}
-			src, err := clientImports(p, f)
+			src, err := usedImports(p, f)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", specPath, err)
 			}
@@ -80,87 +77,6 @@ func finishGoFiles(specPath string, spec []byte, m *model, files []File, oapi *n
 		return nil, err
 	}
 	return files, nil
-}
-
-// clientImports returns the source of f, the client's file, importing the
-// packages it uses: those of client.go.tmpl's own imports that it uses,
-// and the packages of the types of its methods' parameters, whatever
-// oapi-codegen made of the spec's formats (openapi_types.UUID,
-// time.Time, a type of x-go-type-import), which the files of oapi-codegen
-// beside it import by the same names. A qualifier that nothing imports is
-// left for checkCompile to report.
-func clientImports(p *goPackage, f *goFile) ([]byte, error) {
-	decls := p.declarations(func(string, token.Pos, token.Pos) {}) // checkCompile reports them
-	known := map[string]goImport{}
-	for _, i := range f.imports() {
-		known[i.name] = i
-	}
-	for _, other := range p.files {
-		for _, i := range other.imports() {
-			if _, ok := known[i.name]; !ok && other != f && i.name != "_" && i.name != "." {
-				known[i.name] = i
-			}
-		}
-	}
-	qualifiers, _ := f.qualifiers(decls)
-	var std, others []string
-	for _, q := range qualifiers {
-		i, ok := known[q]
-		if !ok {
-			continue
-		}
-		if first, _, _ := strings.Cut(i.path, "/"); strings.Contains(first, ".") {
-			others = append(others, i.spec())
-		} else {
-			std = append(std, i.spec())
-		}
-	}
-	byPath := func(a, b string) int {
-		return strings.Compare(a[strings.IndexByte(a, '"'):], b[strings.IndexByte(b, '"'):])
-	}
-	slices.SortFunc(std, byPath)
-	slices.SortFunc(others, byPath)
-	var decl strings.Builder
-	decl.WriteString("import (\n")
-	for _, group := range [][]string{std, others} {
-		if len(group) > 0 && decl.Len() > len("import (\n") {
-			decl.WriteString("\n")
-		}
-		for _, spec := range group {
-			decl.WriteString("\t" + spec + "\n")
-		}
-	}
-	decl.WriteString(")")
-	if len(std)+len(others) == 0 {
-		decl.Reset()
-	}
-	// The import declarations give way to the new one, written where the
-	// first was (client.go.tmpl writes one, after the package clause).
-	offset := func(pos token.Pos) int { return p.fset.Position(pos).Offset }
-	at := offset(f.ast.Name.End())
-	out := slices.Clone(f.src[:at])
-	written := false
-	for _, d := range f.ast.Decls {
-		g, ok := d.(*ast.GenDecl)
-		if !ok || g.Tok != token.IMPORT {
-			continue
-		}
-		out = append(out, f.src[at:offset(g.Pos())]...)
-		if !written {
-			out = append(out, decl.String()...)
-			written = true
-		}
-		at = offset(g.End())
-	}
-	if !written {
-		out = append(out, "\n\n"+decl.String()...)
-	}
-	out = append(out, f.src[at:]...)
-	formatted, err := format.Source(out)
-	if err != nil {
-		return nil, fmt.Errorf("%s with its imports does not format%s: %w", f.path, generatorBug, err)
-	}
-	return formatted, nil
 }
 
 // clientKeyErrors reports the annotated operations whose declared

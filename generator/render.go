@@ -23,11 +23,6 @@ var tmpl = template.Must(template.New("").Funcs(template.FuncMap{
 // compile as far as parsing tells (finishGoFiles).
 func renderFiles(req *Request, src source, m *model) ([]File, error) {
 	cfg := req.Config
-	mount, err := render(mountTemplate(cfg.Server), m)
-	if err != nil {
-		return nil, err
-	}
-	m.Mount = string(mount)
 	layer, err := renderGo("idempotency.go.tmpl", m)
 	if err != nil {
 		return nil, err
@@ -69,17 +64,15 @@ func renderKit(req *Request, m *model) (File, error) {
 	if err != nil {
 		return File{}, err
 	}
-	return File{Path: filepath.Join(dir, "conformance.gen.go"), Content: kit}, nil
-}
-
-// mountTemplate is the template of the code that mounts the layer on the
-// server kind's router.
-func mountTemplate(server string) string {
-	switch server {
-	case "echo", "gin":
-		return "mount-" + server + ".go.tmpl"
+	file := File{Path: filepath.Join(dir, "conformance.gen.go"), Content: kit}
+	pkgs, err := parseGoFiles([]File{file}, nil)
+	if err != nil {
+		return File{}, err
 	}
-	return "mount-http.go.tmpl" // std-http and chi: an http.Handler
+	if file.Content, err = usedImports(pkgs[0], pkgs[0].files[0]); err != nil {
+		return File{}, err
+	}
+	return file, nil
 }
 
 func renderGo(name string, data any) ([]byte, error) {
