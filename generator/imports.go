@@ -21,7 +21,8 @@ import (
 func usedImports(p *goPackage, f *goFile) ([]byte, error) {
 	groups := importGroups(p, f)
 	used, _ := f.qualifiers(p.declarations(func(string, token.Pos, token.Pos) {})) // checkCompile reports twice-declared names
-	var decl strings.Builder // the import specs, then the declaration
+	// decl holds the import specs, then the declaration.
+	var decl strings.Builder
 	for _, g := range groups {
 		var specs []goImport
 		for _, i := range g {
