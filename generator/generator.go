@@ -51,7 +51,7 @@ const layerFile = "idempotency.gen.go"
 // reading nothing else; Write or Check them. Its stages run in the order
 // the package doc's map gives, each on what the ones before it made.
 func Generate(req Request) (*Result, error) {
-	src, err := readSource(&req)
+	src, err := readSource(&req, pathsOf(req.Config))
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +64,7 @@ func Generate(req Request) (*Result, error) {
 		return nil, err
 	}
 	var augmented []byte
-	if req.Config.Output.Spec != "" {
+	if src.paths.augmented != "" {
 		var found []resolution
 		if augmented, found, err = augmentSpec(src.path, req.Spec, m, src.oapi.carry); err != nil {
 			return nil, err
@@ -76,9 +76,9 @@ func Generate(req Request) (*Result, error) {
 		return nil, err
 	}
 	if augmented != nil {
-		files = append(files, File{Path: req.Config.Output.Spec, Content: augmented})
+		files = append(files, File{Path: src.paths.augmented, Content: augmented})
 	}
-	migrations, stale, err := sqlFiles(req.Config, req.Migrations)
+	migrations, stale, err := sqlFiles(req.Config.Migrations, src.paths.queries, req.Migrations)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func Generate(req Request) (*Result, error) {
 		Files:      append(files, migrations...),
 		Stale:      stale,
 		Operations: len(m.Operations),
-		Warnings:   slices.Concat(m.Warnings, changedKeys(&req, m)),
+		Warnings:   slices.Concat(m.Warnings, changedKeys(req.Layer, src.paths.layer, m)),
 		model:      m,
 	}
 	for _, op := range m.Operations {
@@ -100,8 +100,8 @@ func Generate(req Request) (*Result, error) {
 // changedKeys warns of the keys in flight that this generation would
 // change, by the contract of the layer file it replaces, in the order of
 // the spec's text.
-func changedKeys(req *Request, m *model) []string {
-	changed := contractWarnings(req.Layer, filepath.Join(req.Config.Output.Dir, layerFile), m, m.contracts)
+func changedKeys(layer []byte, layerPath string, m *model) []string {
+	changed := contractWarnings(layer, layerPath, m, m.contracts)
 	slices.SortStableFunc(changed, func(a, b warning) int {
 		return cmp.Or(cmp.Compare(a.pos.Line, b.pos.Line), cmp.Compare(a.pos.Column, b.pos.Column))
 	})

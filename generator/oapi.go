@@ -77,10 +77,10 @@ type oapiOutput struct {
 // server for the spec. Once the spec is loaded, it waits for read, which
 // says whether the spec's annotations are read without error, and
 // returns that error before generating.
-func runOapiCodegen(req *Request, read func() error) (out oapiOutput, err error) {
-	specPath := req.Config.path(req.Config.Spec)
+func runOapiCodegen(req *Request, paths outputPaths, read func() error) (out oapiOutput, err error) {
+	specPath := paths.spec
 	err = oapiCodegen.use(func() error {
-		out, err = generateOapi(req, specPath, read)
+		out, err = generateOapi(req, paths, read)
 		return err
 	})
 	if p := (*codegenPanic)(nil); errors.As(err, &p) {
@@ -90,8 +90,8 @@ func runOapiCodegen(req *Request, read func() error) (out oapiOutput, err error)
 }
 
 // generateOapi is runOapiCodegen's run, within oapiCodegen.use.
-func generateOapi(req *Request, specPath string, read func() error) (oapiOutput, error) {
-	cfg := req.Config
+func generateOapi(req *Request, paths outputPaths, read func() error) (oapiOutput, error) {
+	cfg, specPath := req.Config, paths.spec
 	load := func() (*openapi3.T, error) { return loadSpec(req, specPath) }
 	spec, err := load()
 	if err := read(); err != nil {
@@ -124,8 +124,8 @@ func generateOapi(req *Request, specPath string, read func() error) (oapiOutput,
 	mode := resolveMode{
 		ahead:  predictable(spec),
 		tree:   sync.OnceValue(func() *yaml.Node { return specTree(specPath, req.Spec) }),
-		finish: func(code string) string { return retitle(code, cfg.specFromOutput(), req.OapiCodegen) },
-		file:   cfg.oapiFile(),
+		finish: func(code string) string { return retitle(code, paths.specFromOutput, req.OapiCodegen) },
+		file:   paths.oapi,
 	}
 	res, err := generateResolved(specPath, spec, load, conf, mode)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"go/format"
-	"path/filepath"
 	"text/template"
 
 	"github.com/idemgen/idemgen/templates"
@@ -22,27 +21,26 @@ var tmpl = template.Must(template.New("").Funcs(template.FuncMap{
 // and the conformance helpers when the config asks for them, checked to
 // compile as far as parsing tells (finishGoFiles).
 func renderFiles(req *Request, src source, m *model) ([]File, error) {
-	cfg := req.Config
 	layer, err := renderGo("idempotency.go.tmpl", m)
 	if err != nil {
 		return nil, err
 	}
 	files := []File{
-		{Path: cfg.oapiFile(), Content: src.oapi.src},
-		{Path: filepath.Join(cfg.Output.Dir, layerFile), Content: layer},
+		{Path: src.paths.oapi, Content: src.oapi.src},
+		{Path: src.paths.layer, Content: layer},
 	}
 	if m.Client && m.Idempotent {
 		client, err := renderGo("client.go.tmpl", m)
 		if err != nil {
 			return nil, err
 		}
-		files = append(files, File{Path: filepath.Join(cfg.Output.Dir, clientFile), Content: client})
+		files = append(files, File{Path: src.paths.client, Content: client})
 	}
 	if files, err = finishGoFiles(src.path, req.Spec, m, files, src.oapi.scan); err != nil {
 		return nil, err
 	}
 	if m.Tests && m.Idempotent {
-		kit, err := renderKit(req, m)
+		kit, err := renderKit(req, src.paths, m)
 		if err != nil {
 			return nil, err
 		}
@@ -53,18 +51,16 @@ func renderFiles(req *Request, src source, m *model) ([]File, error) {
 
 // renderKit renders the conformance helpers, in a package of their own
 // that imports the output's.
-func renderKit(req *Request, m *model) (File, error) {
-	cfg := req.Config
-	dir, name := kitPackage(cfg)
-	m.KitPackage = name
+func renderKit(req *Request, paths outputPaths, m *model) (File, error) {
+	m.KitPackage = paths.kitPackage
 	if m.Import = req.OutputImport; m.Import == "" {
-		return File{}, fmt.Errorf("%w: tests: true needs output.dir (%s) inside a Go module, to import it from the test helpers; none of its parents has a go.mod", ErrConfig, cfg.path(cfg.Output.Dir))
+		return File{}, fmt.Errorf("%w: tests: true needs output.dir (%s) inside a Go module, to import it from the test helpers; none of its parents has a go.mod", ErrConfig, paths.dir)
 	}
 	kit, err := renderGo("kit.go.tmpl", m)
 	if err != nil {
 		return File{}, err
 	}
-	file := File{Path: filepath.Join(dir, "conformance.gen.go"), Content: kit}
+	file := File{Path: paths.kit, Content: kit}
 	pkgs, err := parseGoFiles([]File{file}, nil)
 	if err != nil {
 		return File{}, err

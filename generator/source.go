@@ -7,6 +7,7 @@ import "github.com/idemgen/idemgen/generator/annotation"
 // compile.
 type source struct {
 	path      string // the spec's path, as errors and warnings name it
+	paths     outputPaths
 	annotated []annotation.Operation
 	oapi      oapiOutput
 }
@@ -16,9 +17,9 @@ type source struct {
 // oapi-codegen loads the spec, on another core where there is one. Its
 // errors come first, as a spec's annotations are what its author is
 // editing.
-func readSource(req *Request) (source, error) {
+func readSource(req *Request, paths outputPaths) (source, error) {
 	cfg := req.Config
-	src := source{path: cfg.path(cfg.Spec)}
+	src := source{path: paths.spec, paths: paths}
 	var readErr error
 	read := make(chan struct{})
 	go func() {
@@ -32,7 +33,7 @@ func readSource(req *Request) (source, error) {
 		<-read
 		return readErr
 	}
-	oapi, err := runOapiCodegen(req, readDone)
+	oapi, err := runOapiCodegen(req, paths, readDone)
 	if err := readDone(); err != nil {
 		return source{}, err
 	}

@@ -21,8 +21,8 @@ import (
 // sqlFiles renders the migrations in the configured format and the sqlc
 // query file. stale lists idemgen's files in the migrations directory that
 // the output no longer has.
-func sqlFiles(cfg *Config, existing []MigrationFile) (files []File, stale []string, err error) {
-	files, stale, err = MigrationFiles(existing, cfg.Migrations)
+func sqlFiles(migrations Migrations, queriesDir string, existing []MigrationFile) (files []File, stale []string, err error) {
+	files, stale, err = MigrationFiles(existing, migrations)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -40,7 +40,7 @@ func sqlFiles(cfg *Config, existing []MigrationFile) (files []File, stale []stri
 		if err != nil {
 			return nil, nil, err
 		}
-		files = append(files, File{Path: filepath.Join(cfg.Queries.Dir, q), Content: out})
+		files = append(files, File{Path: filepath.Join(queriesDir, q), Content: out})
 	}
 	return files, stale, nil
 }

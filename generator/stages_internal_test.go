@@ -29,7 +29,7 @@ func TestStagesGolden(t *testing.T) {
 	}
 	req.OapiCodegen = "v2"
 
-	src, err := readSource(&req)
+	src, err := readSource(&req, pathsOf(req.Config))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestStagesGolden(t *testing.T) {
 	}
 	checkStage(t, dir, "6-render", rendered.String())
 
-	migrations, stale, err := sqlFiles(req.Config, req.Migrations)
+	migrations, stale, err := sqlFiles(req.Config.Migrations, src.paths.queries, req.Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
