@@ -58,24 +58,109 @@ func contractWarnings(src []byte, name string, m *model, contracts []opContract)
 	return warnings
 }
 
+// A contractRule compares one part of an operation's old and new
+// contract.
+type contractRule struct {
+	what string // the part of the contract compared
+	// rekeys says that a change of it changes the operation's keys; else
+	// it changes their fingerprints.
+	rekeys bool
+	// changes detects the changes of it, each as the warning says it.
+	changes func(old, new opContract) []contractChange
+}
+
+// A contractChange is one change a rule detects.
+type contractChange struct {
+	text string
+	// every says that the fingerprint of every request changes; else only
+	// of requests that hold what changed (a body member, say).
+	every bool
+}
+
+// contractRules are the rules in the order the warning lists what they
+// find: what changes the keys first, then what changes the fingerprint.
+var contractRules = []contractRule{
+	{"operationId", true, renamedOperation},
+	{"scope", true, rescopedOperation},
+	{"parameters", false, paramChanges},
+	{"request body media types", false, mediaTypeChanges},
+	{"request bodies", false, bodyChanges},
+	{"fingerprint.exclude", false, excludeChanges},
+}
+
 // compareContracts says how the keys of an operation whose contract was
 // old change with new, and what that does to retries in flight; "" when
 // they do not change.
 func compareContracts(old, new opContract) string {
 	var rekeyed, fingerprint []string
-	// every says that the fingerprint of every request changes; else only
-	// of requests that hold what changed (a body member, say).
 	every := false
-	if old.Name != new.Name {
-		rekeyed = append(rekeyed, fmt.Sprintf("operationId %s → %s (the keys' namespace)", old.Name, new.Name))
+	for _, r := range contractRules {
+		for _, c := range r.changes(old, new) {
+			if r.rekeys {
+				rekeyed = append(rekeyed, c.text)
+				continue
+			}
+			fingerprint = append(fingerprint, c.text)
+			every = every || c.every
+		}
 	}
-	if !strings.EqualFold(old.ScopeHeader, new.ScopeHeader) || old.ScopeFunction != new.ScopeFunction {
-		rekeyed = append(rekeyed, fmt.Sprintf("scope %s → %s", scopeText(old), scopeText(new)))
+	if len(rekeyed) == 0 && len(fingerprint) == 0 {
+		return ""
 	}
+	what := rekeyed
+	if len(fingerprint) > 0 {
+		what = append(what, "fingerprint: "+strings.Join(fingerprint, ", "))
+	}
+	return strings.Join(what, "; ") + ". " + retryEffect(old, new, len(rekeyed) > 0, every) + "; see " + contractDoc + " for how to roll the change out"
+}
 
-	// Parameters by location and name, as their canonical form keys them:
-	// one counted in the fingerprint is there in every request's, as null
-	// when it is not sent.
+// retryEffect says what the change does to a request retried across its
+// deploy: rekeyed says that the keys change, every that the fingerprint
+// of every request does.
+func retryEffect(old, new opContract, rekeyed, every bool) string {
+	const retry = "a request sent with an Idempotency-Key before this is deployed and retried with the same key after it"
+	oldH, newH := old.ScopeHeader, new.ScopeHeader
+	switch {
+	case old.Name != new.Name:
+		return "Its keys change: " + retry + " runs again, as a new request"
+	case !strings.EqualFold(oldH, newH) && oldH != "" && newH != "":
+		// The scope is the header's value, not its name.
+		return fmt.Sprintf("Its keys change: %s is scoped by its %s header instead of its %s header, and runs again, as a new request, unless the two hold the same value (without %s it gets 400)", retry, newH, oldH, newH)
+	case !strings.EqualFold(oldH, newH) && newH != "":
+		return fmt.Sprintf("Its keys change: %s is scoped by its %s header now, and runs again, as a new request (without %s it gets 400)", retry, newH, newH)
+	case !strings.EqualFold(oldH, newH):
+		return fmt.Sprintf("Its keys change: %s is no longer scoped by its %s header, and runs again, as a new request", retry, oldH)
+	case rekeyed:
+		// Only function: true changed, which says what the Go code does:
+		// idem.Options.Scope, when set, scopes every annotated operation.
+		return "If idem.Options.Scope is set or unset in the same deploy, the keys of every annotated operation change (it applies to all of them): " + retry + " runs again, as a new request"
+	case every:
+		return "Its fingerprint changes: " + retry + " gets 422, as a different request under the same key"
+	}
+	return "Its fingerprint changes for requests that hold what changed: such " + retry + " gets 422, as a different request under the same key"
+}
+
+// renamedOperation finds a new operationId: the namespace of the keys.
+func renamedOperation(old, new opContract) []contractChange {
+	if old.Name == new.Name {
+		return nil
+	}
+	return []contractChange{{text: fmt.Sprintf("operationId %s → %s (the keys' namespace)", old.Name, new.Name)}}
+}
+
+// rescopedOperation finds a new scope: another header, or the scope
+// function taken up or given up.
+func rescopedOperation(old, new opContract) []contractChange {
+	if strings.EqualFold(old.ScopeHeader, new.ScopeHeader) && old.ScopeFunction == new.ScopeFunction {
+		return nil
+	}
+	return []contractChange{{text: fmt.Sprintf("scope %s → %s", scopeText(old), scopeText(new))}}
+}
+
+// paramChanges compares the parameters by location and name, as their
+// canonical form keys them: one counted in the fingerprint is there in
+// every request's, as null when it is not sent.
+func paramChanges(old, new opContract) []contractChange {
 	params := map[[2]string][2]string{} // (in, name) -> old shape, new shape
 	var keys [][2]string
 	for i, ps := range [][]contractParam{old.Params, new.Params} {
@@ -91,30 +176,33 @@ func compareContracts(old, new opContract) string {
 	}
 	slices.SortFunc(keys, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
 	counted := func(shape string) bool { return shape != "" && shape != excludedShape }
+	var changes []contractChange
 	for _, k := range keys {
 		v := params[k]
 		what := fmt.Sprintf("%s parameter %q", k[0], k[1])
 		switch {
 		case v[0] == v[1], !counted(v[0]) && !counted(v[1]):
-			continue // unchanged, or counted in neither
+			// unchanged, or counted in neither
 		case v[0] == "":
-			fingerprint = append(fingerprint, what+" added")
+			changes = append(changes, contractChange{what + " added", true})
 		case v[1] == "":
-			fingerprint = append(fingerprint, what+" removed")
+			changes = append(changes, contractChange{what + " removed", true})
 		case v[1] == excludedShape:
-			fingerprint = append(fingerprint, what+" now left out (fingerprint.exclude)")
+			changes = append(changes, contractChange{what + " now left out (fingerprint.exclude)", true})
 		case v[0] == excludedShape:
-			fingerprint = append(fingerprint, what+" no longer left out (fingerprint.exclude)")
+			changes = append(changes, contractChange{what + " no longer left out (fingerprint.exclude)", true})
 		default:
-			fingerprint = append(fingerprint, fmt.Sprintf("%s type %s → %s", what, v[0], v[1]))
-			continue // only requests that send it
+			// only requests that send it
+			changes = append(changes, contractChange{fmt.Sprintf("%s type %s → %s", what, v[0], v[1]), false})
 		}
-		every = true
 	}
+	return changes
+}
 
-	// Bodies by media type. With several, the fingerprint holds each
-	// under its tag, null but for the one sent: adding or removing one
-	// changes every request's.
+// mediaTypeChanges compares the bodies' media types. With several, the
+// fingerprint holds each under its tag, null but for the one sent: adding
+// or removing one changes every request's.
+func mediaTypeChanges(old, new opContract) []contractChange {
 	mediaTypes := func(bodies []contractBody) []string {
 		var out []string
 		for _, b := range bodies {
@@ -122,10 +210,17 @@ func compareContracts(old, new opContract) string {
 		}
 		return out
 	}
-	if om, nm := mediaTypes(old.Bodies), mediaTypes(new.Bodies); !slices.Equal(om, nm) {
-		fingerprint = append(fingerprint, fmt.Sprintf("request body media types %s → %s", listText(om), listText(nm)))
-		every = true
+	om, nm := mediaTypes(old.Bodies), mediaTypes(new.Bodies)
+	if slices.Equal(om, nm) {
+		return nil
 	}
+	return []contractChange{{fmt.Sprintf("request body media types %s → %s", listText(om), listText(nm)), true}}
+}
+
+// bodyChanges compares each body of a media type both contracts have:
+// the tag it is keyed by, and the shape of its Go type.
+func bodyChanges(old, new opContract) []contractChange {
+	var changes []contractChange
 	for _, nb := range new.Bodies {
 		i := slices.IndexFunc(old.Bodies, func(b contractBody) bool { return b.MediaType == nb.MediaType })
 		if i < 0 {
@@ -133,84 +228,66 @@ func compareContracts(old, new opContract) string {
 		}
 		ob := old.Bodies[i]
 		if ob.Tag != nb.Tag && len(old.Bodies) == len(new.Bodies) {
-			fingerprint = append(fingerprint, fmt.Sprintf("request body %s keyed %s → %s", nb.MediaType, or(ob.Tag, "(none)"), or(nb.Tag, "(none)")))
+			changes = append(changes, contractChange{fmt.Sprintf("request body %s keyed %s → %s", nb.MediaType, or(ob.Tag, "(none)"), or(nb.Tag, "(none)")), true})
+		}
+		if ob.Shape != nb.Shape {
+			changes = append(changes, bodyShapeChange(ob, nb))
+		}
+	}
+	return changes
+}
+
+// bodyShapeChange says how a body's members changed with the shape of
+// its Go type, or that the type did when no member did. A member written
+// whether sent or not (as null or a zero value) is in every request's
+// fingerprint; one left out when empty only in those of requests that
+// send it.
+func bodyShapeChange(ob, nb contractBody) contractChange {
+	var changes []string
+	every := false
+	oldMembers, newMembers := memberSet(ob.Members), memberSet(nb.Members)
+	for _, m := range nb.Members {
+		name := strings.TrimSuffix(m, "?")
+		optional, had := oldMembers[name]
+		switch {
+		case !had:
+			changes = append(changes, fmt.Sprintf("member %q added", name))
+			every = every || !newMembers[name]
+		case optional && !newMembers[name]:
+			changes = append(changes, fmt.Sprintf("member %q now written when empty", name))
+			every = true
+		case !optional && newMembers[name]:
+			changes = append(changes, fmt.Sprintf("member %q now left out when empty", name))
 			every = true
 		}
-		if ob.Shape == nb.Shape {
-			continue
-		}
-		// A member written whether sent or not (as null or a zero value)
-		// is in every request's fingerprint; one left out when empty only
-		// in those of requests that send it.
-		var changes []string
-		oldMembers, newMembers := memberSet(ob.Members), memberSet(nb.Members)
-		for _, m := range nb.Members {
-			name := strings.TrimSuffix(m, "?")
-			optional, had := oldMembers[name]
-			switch {
-			case !had:
-				changes = append(changes, fmt.Sprintf("member %q added", name))
-				every = every || !newMembers[name]
-			case optional && !newMembers[name]:
-				changes = append(changes, fmt.Sprintf("member %q now written when empty", name))
-				every = true
-			case !optional && newMembers[name]:
-				changes = append(changes, fmt.Sprintf("member %q now left out when empty", name))
-				every = true
-			}
-		}
-		for _, m := range ob.Members {
-			if name := strings.TrimSuffix(m, "?"); !hasKey(newMembers, name) {
-				changes = append(changes, fmt.Sprintf("member %q removed", name))
-				every = every || !oldMembers[name]
-			}
-		}
-		if len(changes) == 0 {
-			changes = append(changes, fmt.Sprintf("the Go type it is read into changed (shape %s → %s)", ob.Shape, nb.Shape))
-		}
-		fingerprint = append(fingerprint, fmt.Sprintf("request body %s: %s", nb.MediaType, strings.Join(changes, ", ")))
 	}
+	for _, m := range ob.Members {
+		if name := strings.TrimSuffix(m, "?"); !hasKey(newMembers, name) {
+			changes = append(changes, fmt.Sprintf("member %q removed", name))
+			every = every || !oldMembers[name]
+		}
+	}
+	if len(changes) == 0 {
+		changes = append(changes, fmt.Sprintf("the Go type it is read into changed (shape %s → %s)", ob.Shape, nb.Shape))
+	}
+	return contractChange{fmt.Sprintf("request body %s: %s", nb.MediaType, strings.Join(changes, ", ")), every}
+}
+
+// excludeChanges finds the JSON pointers fingerprint.exclude added and
+// removed.
+func excludeChanges(old, new opContract) []contractChange {
+	var changes []contractChange
 	for _, p := range new.Exclude {
 		if !slices.Contains(old.Exclude, p) {
-			fingerprint = append(fingerprint, fmt.Sprintf("fingerprint.exclude %s added", p))
+			changes = append(changes, contractChange{text: fmt.Sprintf("fingerprint.exclude %s added", p)})
 		}
 	}
 	for _, p := range old.Exclude {
 		if !slices.Contains(new.Exclude, p) {
-			fingerprint = append(fingerprint, fmt.Sprintf("fingerprint.exclude %s removed", p))
+			changes = append(changes, contractChange{text: fmt.Sprintf("fingerprint.exclude %s removed", p)})
 		}
 	}
-
-	if len(rekeyed) == 0 && len(fingerprint) == 0 {
-		return ""
-	}
-	what := rekeyed
-	if len(fingerprint) > 0 {
-		what = append(what, "fingerprint: "+strings.Join(fingerprint, ", "))
-	}
-	const retry = "a request sent with an Idempotency-Key before this is deployed and retried with the same key after it"
-	oldH, newH := old.ScopeHeader, new.ScopeHeader
-	var effect string
-	switch {
-	case old.Name != new.Name:
-		effect = "Its keys change: " + retry + " runs again, as a new request"
-	case !strings.EqualFold(oldH, newH) && oldH != "" && newH != "":
-		// The scope is the header's value, not its name.
-		effect = fmt.Sprintf("Its keys change: %s is scoped by its %s header instead of its %s header, and runs again, as a new request, unless the two hold the same value (without %s it gets 400)", retry, newH, oldH, newH)
-	case !strings.EqualFold(oldH, newH) && newH != "":
-		effect = fmt.Sprintf("Its keys change: %s is scoped by its %s header now, and runs again, as a new request (without %s it gets 400)", retry, newH, newH)
-	case !strings.EqualFold(oldH, newH):
-		effect = fmt.Sprintf("Its keys change: %s is no longer scoped by its %s header, and runs again, as a new request", retry, oldH)
-	case len(rekeyed) > 0:
-		// Only function: true changed, which says what the Go code does:
-		// idem.Options.Scope, when set, scopes every annotated operation.
-		effect = "If idem.Options.Scope is set or unset in the same deploy, the keys of every annotated operation change (it applies to all of them): " + retry + " runs again, as a new request"
-	case every:
-		effect = "Its fingerprint changes: " + retry + " gets 422, as a different request under the same key"
-	default:
-		effect = "Its fingerprint changes for requests that hold what changed: such " + retry + " gets 422, as a different request under the same key"
-	}
-	return strings.Join(what, "; ") + ". " + effect + "; see " + contractDoc + " for how to roll the change out"
+	return changes
 }
 
 // memberSet maps a body's members by name to whether each is left out
