@@ -24,28 +24,8 @@ var conversion = map[string]string{"String": "string", "Bool": "bool", "Int": "i
 // (it calls pointer-receiver marshalers only then); excl are the JSON
 // pointers under e to leave out, as token lists.
 func (g *canonicalGen) value(b *strings.Builder, e string, t ast.Expr, addressable bool, excl [][]string) {
-	fallback := func() {
-		// Through a pointer where encoding/json would have had one, so
-		// that a pointer-receiver marshaler is called as it would be.
-		arg := e
-		if addressable {
-			arg = addr(e)
-		}
-		fmt.Fprintf(b, "\tw.Value(%s%s)\n", arg, pointerArgs(excl))
-	}
-	if t == nil {
-		fallback()
-		return
-	}
-	if self, _ := g.marshals(t); self {
-		fallback()
-		return
-	}
-	// Below an addressable value every value is addressable too, except
-	// map values; a value that is not must not hold a pointer-receiver
-	// marshaler, which encoding/json would skip there but a writer
-	// function, taking a pointer, would not.
-	if !addressable && g.holdsPtrMarshaler(t, map[string]bool{}) {
+	fallback := func() { g.wholeValue(b, e, addressable, excl) }
+	if g.encodesWhole(t, addressable) {
 		fallback()
 		return
 	}
@@ -88,28 +68,70 @@ func (g *canonicalGen) value(b *strings.Builder, e string, t ast.Expr, addressab
 			fallback() // fixed arrays, []byte as base64, pointers into arrays
 			return
 		}
-		i := g.loopVar("i")
-		fmt.Fprintf(b, "\tif %s == nil {\n\tw.Null()\n\t} else {\n\tw.BeginArray()\n\tfor %s := range %s {\n", e, i, e)
-		g.depth++
-		g.value(b, index(e, i), u.Elt, true, nil)
-		g.depth--
-		b.WriteString("\t}\n\tw.EndArray()\n\t}\n")
+		g.sliceElems(b, e, u.Elt)
 	case *ast.MapType:
 		key, ok := g.underlying(u.Key).(*ast.Ident)
 		if self, _ := g.marshals(u.Key); !ok || key.Name != "string" || self || len(excl) > 0 {
 			fallback()
 			return
 		}
-		keys, k, v := g.loopVar("keys"), g.loopVar("key"), g.loopVar("val")
-		fmt.Fprintf(b, "\tif %s == nil {\n\tw.Null()\n\t} else if %s, ok := idem.CanonicalKeys(%s); !ok {\n", e, keys, e)
-		fmt.Fprintf(b, "\tw.Value(%s)\n\t} else {\n\tw.BeginObject()\n\tfor _, %s := range %s {\n\tw.Key(string(%s))\n\t%s := %s\n", e, k, keys, k, v, index(e, k))
-		g.depth++
-		g.value(b, v, u.Value, false, nil)
-		g.depth--
-		b.WriteString("\t}\n\tw.EndObject()\n\t}\n")
+		g.mapValues(b, e, u.Value)
 	default:
 		fallback() // generic instantiations, functions, channels
 	}
+}
+
+// encodesWhole reports whether a value of type t goes through Value
+// whole, as encoding/json encodes it: a type unknown here, or one that
+// encodes itself, or one holding a pointer-receiver marshaler where
+// encoding/json would not call it.
+func (g *canonicalGen) encodesWhole(t ast.Expr, addressable bool) bool {
+	if t == nil {
+		return true
+	}
+	if self, _ := g.marshals(t); self {
+		return true
+	}
+	// Below an addressable value every value is addressable too, except
+	// map values; a value that is not must not hold a pointer-receiver
+	// marshaler, which encoding/json would skip there but a writer
+	// function, taking a pointer, would not.
+	return !addressable && g.holdsPtrMarshaler(t, map[string]bool{})
+}
+
+// wholeValue writes e through Value, leaving out the pointers excl.
+func (g *canonicalGen) wholeValue(b *strings.Builder, e string, addressable bool, excl [][]string) {
+	// Through a pointer where encoding/json would have had one, so
+	// that a pointer-receiver marshaler is called as it would be.
+	arg := e
+	if addressable {
+		arg = addr(e)
+	}
+	fmt.Fprintf(b, "\tw.Value(%s%s)\n", arg, pointerArgs(excl))
+}
+
+// sliceElems writes the slice e of elements of type elem as an array,
+// or null when it is nil.
+func (g *canonicalGen) sliceElems(b *strings.Builder, e string, elem ast.Expr) {
+	i := g.loopVar("i")
+	fmt.Fprintf(b, "\tif %s == nil {\n\tw.Null()\n\t} else {\n\tw.BeginArray()\n\tfor %s := range %s {\n", e, i, e)
+	g.depth++
+	g.value(b, index(e, i), elem, true, nil)
+	g.depth--
+	b.WriteString("\t}\n\tw.EndArray()\n\t}\n")
+}
+
+// mapValues writes the string-keyed map e of values of type val as an
+// object in the order of its keys, or null when it is nil; a map whose
+// keys idem.CanonicalKeys cannot order goes through Value.
+func (g *canonicalGen) mapValues(b *strings.Builder, e string, val ast.Expr) {
+	keys, k, v := g.loopVar("keys"), g.loopVar("key"), g.loopVar("val")
+	fmt.Fprintf(b, "\tif %s == nil {\n\tw.Null()\n\t} else if %s, ok := idem.CanonicalKeys(%s); !ok {\n", e, keys, e)
+	fmt.Fprintf(b, "\tw.Value(%s)\n\t} else {\n\tw.BeginObject()\n\tfor _, %s := range %s {\n\tw.Key(string(%s))\n\t%s := %s\n", e, k, keys, k, v, index(e, k))
+	g.depth++
+	g.value(b, v, val, false, nil)
+	g.depth--
+	b.WriteString("\t}\n\tw.EndObject()\n\t}\n")
 }
 
 // loopVar names a loop's variable by its nesting.
