@@ -288,14 +288,8 @@ var yamlLineError = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // line and names keys as the file spells them, never Go types, which the
 // YAML decoder's own errors name.
 func checkNode(n *yaml.Node, t reflect.Type, where string) []string {
-	for n.Kind == yaml.DocumentNode || n.Kind == yaml.AliasNode {
-		if n.Kind == yaml.AliasNode {
-			n = n.Alias
-		} else if len(n.Content) == 0 {
-			return nil
-		} else {
-			n = n.Content[0]
-		}
+	if n = derefNode(n); n == nil {
+		return nil
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -303,51 +297,12 @@ func checkNode(n *yaml.Node, t reflect.Type, where string) []string {
 	if n.Kind == 0 || n.ShortTag() == "!!null" {
 		return nil
 	}
-	at := func(format string, args ...any) []string {
-		msg := fmt.Sprintf(format, args...)
-		if where != "" {
-			msg = where + ": " + msg
-		}
-		return []string{fmt.Sprintf("%d: %s", n.Line, msg)}
-	}
 	switch t.Kind() {
 	case reflect.Struct:
-		keys, types := yamlFields(t)
-		if n.Kind != yaml.MappingNode {
-			return at("expected a mapping of %s", strings.Join(keys, ", "))
-		}
-		var problems []string
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if k.ShortTag() == "!!merge" { // <<: *defaults, or <<: [*a, *b]
-				merged := []*yaml.Node{v}
-				if v.Kind == yaml.SequenceNode {
-					merged = v.Content
-				}
-				for _, m := range merged {
-					problems = append(problems, checkNode(m, t, where)...)
-				}
-				continue
-			}
-			ft, ok := types[k.Value]
-			if !ok {
-				msg := fmt.Sprintf("%d: unknown key %q", k.Line, k.Value)
-				if where != "" {
-					msg += " in " + where
-				}
-				msg += "; expected one of: " + strings.Join(keys, ", ")
-				if c := closest(k.Value, keys); c != "" {
-					msg += fmt.Sprintf(" (did you mean %q?)", c)
-				}
-				problems = append(problems, msg)
-				continue
-			}
-			problems = append(problems, checkNode(v, ft, joinKey(where, k.Value))...)
-		}
-		return problems
+		return checkFields(n, t, where)
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			return at("expected a mapping")
+			return nodeProblem(n, where, "expected a mapping")
 		}
 		var problems []string
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -356,7 +311,7 @@ func checkNode(n *yaml.Node, t reflect.Type, where string) []string {
 		return problems
 	case reflect.Slice, reflect.Array:
 		if n.Kind != yaml.SequenceNode {
-			return at("expected a list, such as [a, b]")
+			return nodeProblem(n, where, "expected a list, such as [a, b]")
 		}
 		var problems []string
 		for i, e := range n.Content {
@@ -367,21 +322,96 @@ func checkNode(n *yaml.Node, t reflect.Type, where string) []string {
 		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
 		reflect.Float32, reflect.Float64:
-		want := map[reflect.Kind]string{reflect.Bool: "true or false", reflect.String: "a string", reflect.Float32: "a number", reflect.Float64: "a number"}[t.Kind()]
-		if want == "" {
-			want = "a whole number"
-			if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64 {
-				want = "a whole number, 0 or more"
-			}
-		}
+		want := scalarWant(t.Kind())
 		if n.Kind != yaml.ScalarNode {
-			return at("expected %s", want)
+			return nodeProblem(n, where, "expected %s", want)
 		}
 		if err := n.Decode(reflect.New(t).Interface()); err != nil {
-			return at("%q is not %s", n.Value, want)
+			return nodeProblem(n, where, "%q is not %s", n.Value, want)
 		}
 	}
 	return nil
+}
+
+// derefNode is the node n stands for, through documents and aliases; nil
+// for an empty document.
+func derefNode(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.DocumentNode || n.Kind == yaml.AliasNode {
+		if n.Kind == yaml.AliasNode {
+			n = n.Alias
+		} else if len(n.Content) == 0 {
+			return nil
+		} else {
+			n = n.Content[0]
+		}
+	}
+	return n
+}
+
+// nodeProblem is checkNode's problem with the value n at the dotted key
+// where.
+func nodeProblem(n *yaml.Node, where, format string, args ...any) []string {
+	msg := fmt.Sprintf(format, args...)
+	if where != "" {
+		msg = where + ": " + msg
+	}
+	return []string{fmt.Sprintf("%d: %s", n.Line, msg)}
+}
+
+// checkFields checks the mapping n against the struct type t: its keys,
+// those of the mappings it merges, and their values.
+func checkFields(n *yaml.Node, t reflect.Type, where string) []string {
+	keys, types := yamlFields(t)
+	if n.Kind != yaml.MappingNode {
+		return nodeProblem(n, where, "expected a mapping of %s", strings.Join(keys, ", "))
+	}
+	var problems []string
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.ShortTag() == "!!merge" { // <<: *defaults, or <<: [*a, *b]
+			merged := []*yaml.Node{v}
+			if v.Kind == yaml.SequenceNode {
+				merged = v.Content
+			}
+			for _, m := range merged {
+				problems = append(problems, checkNode(m, t, where)...)
+			}
+			continue
+		}
+		ft, ok := types[k.Value]
+		if !ok {
+			problems = append(problems, unknownKey(k, where, keys))
+			continue
+		}
+		problems = append(problems, checkNode(v, ft, joinKey(where, k.Value))...)
+	}
+	return problems
+}
+
+// unknownKey is the problem with a key the mapping at where does not
+// have, which lists the keys it does.
+func unknownKey(k *yaml.Node, where string, keys []string) string {
+	msg := fmt.Sprintf("%d: unknown key %q", k.Line, k.Value)
+	if where != "" {
+		msg += " in " + where
+	}
+	msg += "; expected one of: " + strings.Join(keys, ", ")
+	if c := closest(k.Value, keys); c != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", c)
+	}
+	return msg
+}
+
+// scalarWant says what a value of the scalar kind k must be.
+func scalarWant(k reflect.Kind) string {
+	want := map[reflect.Kind]string{reflect.Bool: "true or false", reflect.String: "a string", reflect.Float32: "a number", reflect.Float64: "a number"}[k]
+	if want == "" {
+		want = "a whole number"
+		if k >= reflect.Uint && k <= reflect.Uint64 {
+			want = "a whole number, 0 or more"
+		}
+	}
+	return want
 }
 
 func joinKey(where, key string) string {
