@@ -102,16 +102,17 @@ func newCanonicalGen(f *ast.File) *canonicalGen {
 	return g
 }
 
-// operation writes op's fingerprint function and returns the call of it
-// that the generated handler makes.
+// operation writes op's fingerprint function and returns its name. The
+// generated handler calls it with ctx and the request, and the multipart
+// parts where the operation has a multipart body.
 func (g *canonicalGen) operation(op *operation, src fingerprintSource) string {
 	name := g.unusedName(lowerFirst(op.GoName) + "Fingerprint")
 	g.request = op.GoName + "RequestObject"
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n// %s is the fingerprint of a request to %s:\n// its canonical form (see idem.Fingerprint), written field by field\n// from the typed request.\n", name, op.Name)
-	params, args := "ctx context.Context, request "+g.request, "ctx, request"
+	params := "ctx context.Context, request " + g.request
 	if op.Multipart != "" {
-		params, args = params+", multipartParts []idem.MultipartPart", args+", multipartParts"
+		params += ", multipartParts []idem.MultipartPart"
 	}
 	fmt.Fprintf(&b, "func %s(%s) ([]byte, error) {\n\tw := idem.NewCanonicalWriter()\n\tw.BeginObject()\n", name, params)
 	// The members in canonical (sorted) order: body, header, operation,
@@ -140,7 +141,7 @@ func (g *canonicalGen) operation(op *operation, src fingerprintSource) string {
 	b.WriteString("\tw.EndObject()\n\treturn w.Sum()\n}\n")
 	g.funcs.WriteString(b.String())
 	g.flush()
-	return name + "(" + args + ")"
+	return name
 }
 
 // source returns the Go source of the functions written so far.
@@ -203,7 +204,7 @@ func writeFingerprints(oapiFile *ast.File, m *model) error {
 	g := newCanonicalGen(oapiFile)
 	for i := range m.Operations {
 		if op := &m.Operations[i]; op.Idempotent {
-			op.FingerprintCall = g.operation(op, op.Fingerprint)
+			op.FingerprintWriter = g.operation(op, op.Fingerprint)
 			m.contracts = append(m.contracts, g.contract(op))
 			if err := g.checkDecodes(op); err != nil {
 				return err

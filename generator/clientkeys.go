@@ -23,7 +23,7 @@ const (
 
 // keyAlphabet is an alphabet IdempotentClient may draw keys from.
 type keyAlphabet struct {
-	expr  string // the Go expression: idemclient.Alphanumeric
+	name  string // its constant in package idemclient: Alphanumeric
 	chars string
 	class string // a character class that describes it: [0-9A-Za-z]
 }
@@ -31,15 +31,15 @@ type keyAlphabet struct {
 // keyAlphabets are the alphabets of IdempotentClient's keys, in order of
 // preference between keys of equal strength and length.
 var keyAlphabets = []keyAlphabet{
-	{"idemclient.Alphanumeric", idemclient.Alphanumeric, "[0-9A-Za-z]"},
-	{"idemclient.Base64URL", idemclient.Base64URL, "[A-Za-z0-9_-]"},
-	{"idemclient.LowerAlphanumeric", idemclient.LowerAlphanumeric, "[0-9a-z]"},
-	{"idemclient.UpperAlphanumeric", idemclient.UpperAlphanumeric, "[0-9A-Z]"},
-	{"idemclient.LowerHex", idemclient.LowerHex, "[0-9a-f]"},
-	{"idemclient.UpperHex", idemclient.UpperHex, "[0-9A-F]"},
-	{"idemclient.LowerLetters", idemclient.LowerLetters, "[a-z]"},
-	{"idemclient.UpperLetters", idemclient.UpperLetters, "[A-Z]"},
-	{"idemclient.Digits", idemclient.Digits, "[0-9]"},
+	{"Alphanumeric", idemclient.Alphanumeric, "[0-9A-Za-z]"},
+	{"Base64URL", idemclient.Base64URL, "[A-Za-z0-9_-]"},
+	{"LowerAlphanumeric", idemclient.LowerAlphanumeric, "[0-9a-z]"},
+	{"UpperAlphanumeric", idemclient.UpperAlphanumeric, "[0-9A-Z]"},
+	{"LowerHex", idemclient.LowerHex, "[0-9a-f]"},
+	{"UpperHex", idemclient.UpperHex, "[0-9A-F]"},
+	{"LowerLetters", idemclient.LowerLetters, "[a-z]"},
+	{"UpperLetters", idemclient.UpperLetters, "[A-Z]"},
+	{"Digits", idemclient.Digits, "[0-9]"},
 }
 
 // clientKeys are the keys IdempotentClient makes for an operation.
@@ -69,10 +69,13 @@ func (k clientKeys) describe() string {
 	return s
 }
 
-// clientKeysDecl is what client.go.tmpl writes for an operation's keys.
+// clientKeysDecl is what client.go.tmpl writes for an operation's keys:
+// an idemclient.KeyFormat, and a comment on it.
 type clientKeysDecl struct {
-	Format string // the idemclient.KeyFormat literal
-	Doc    string // a paragraph of comment lines, each starting with "// "
+	Prefix   string
+	Alphabet string // the constant of package idemclient
+	Len      int
+	Doc      string // a paragraph of comment lines, each starting with "// "
 }
 
 // commentLines wraps text into comment lines of at most 72 characters,
@@ -101,15 +104,11 @@ func (op operation) ClientKeys() *clientKeysDecl {
 		return nil
 	}
 	f := k.format
-	lit := fmt.Sprintf("idemclient.KeyFormat{Alphabet: %s, Len: %d}", k.alphabet.expr, f.Len)
-	if f.Prefix != "" {
-		lit = fmt.Sprintf("idemclient.KeyFormat{Prefix: %q, Alphabet: %s, Len: %d}", f.Prefix, k.alphabet.expr, f.Len)
-	}
 	doc := fmt.Sprintf("Its keys are %s, %d bits, within the limits of its Idempotency-Key parameter (%s).", k.describe(), int(k.bits), describeLimits(op.KeyMinLen, op.KeyMaxLen, op.KeyPattern))
 	if k.bits < weakKeyBits {
 		doc += fmt.Sprintf(" They are weak: with fewer than %d bits, two calls in a busy scope may come to share a key while the server keeps it, which longer keys would make rarer.", weakKeyBits)
 	}
-	return &clientKeysDecl{Format: lit, Doc: commentLines(doc)}
+	return &clientKeysDecl{Prefix: f.Prefix, Alphabet: k.alphabet.name, Len: f.Len, Doc: commentLines(doc)}
 }
 
 func describeLimits(minLen, maxLen int, pattern string) string {

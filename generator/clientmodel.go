@@ -1,6 +1,7 @@
 package generator
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,9 +12,14 @@ import (
 // operation that IdempotentClient wraps: one per body it can encode again
 // for a retry, or one for an operation without a body.
 type clientMethod struct {
-	Name   string // CreateOrder, UpdateCustomerWithFormdataBody
-	Params string // the parameters after ctx: ", params *CreateOrderParams, body CreateOrderJSONRequestBody"
-	Args   string // the arguments after ctx: ", params, body"
+	Name   string        // CreateOrder, UpdateCustomerWithFormdataBody
+	Params []clientParam // the parameters after ctx
+}
+
+// clientParam is a parameter of a client method: params
+// *CreateOrderParams. Type is a type of oapi-codegen's output.
+type clientParam struct {
+	Name, Type string
 }
 
 // clientMethodNames are the names client.go.tmpl's methods use in their
@@ -25,7 +31,7 @@ var clientMethodNames = []string{"c", "ctx", "params", "body", "reqEditors", "op
 // operation: the io.Reader variant (WithBody) is left out, since a reader
 // cannot be sent again on a retry.
 func clientMethods(d codegen.OperationDefinition) []clientMethod {
-	var params, args strings.Builder
+	var params []clientParam
 	taken := map[string]bool{}
 	for _, name := range clientMethodNames {
 		taken[name] = true
@@ -44,15 +50,13 @@ func clientMethods(d codegen.OperationDefinition) []clientMethod {
 			}
 		}
 		taken[name] = true
-		params.WriteString(", " + name + " " + p.TypeDef())
-		args.WriteString(", " + name)
+		params = append(params, clientParam{name, p.TypeDef()})
 	}
 	if d.RequiresParamObject() {
-		params.WriteString(", params *" + d.OperationId + "Params")
-		args.WriteString(", params")
+		params = append(params, clientParam{"params", "*" + d.OperationId + "Params"})
 	}
 	if !d.HasBody() {
-		return []clientMethod{{Name: d.OperationId, Params: params.String(), Args: args.String()}}
+		return []clientMethod{{Name: d.OperationId, Params: params}}
 	}
 	var methods []clientMethod
 	for _, b := range d.Bodies {
@@ -61,8 +65,7 @@ func clientMethods(d codegen.OperationDefinition) []clientMethod {
 		}
 		methods = append(methods, clientMethod{
 			Name:   d.OperationId + b.Suffix(),
-			Params: params.String() + ", body " + d.OperationId + b.NameTag + "RequestBody",
-			Args:   args.String() + ", body",
+			Params: append(slices.Clip(params), clientParam{"body", d.OperationId + b.NameTag + "RequestBody"}),
 		})
 	}
 	return methods

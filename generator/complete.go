@@ -21,6 +21,6 @@ func completeModel(src source, m *model) error {
 	if err != nil {
 		return err
 	}
-	m.RequestSchemas, m.Warnings = goString(schemas), append(m.Warnings, warnings...)
+	m.RequestSchemas, m.Warnings = schemas, append(m.Warnings, warnings...)
 	return nil
 }

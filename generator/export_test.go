@@ -3,7 +3,6 @@ package generator
 import (
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -48,7 +47,11 @@ func FingerprintChecks(res *Result) []FingerprintCheck {
 			exclude = fmt.Sprintf("%#v", src.Exclude)
 		}
 		ref := fmt.Sprintf("idem.Fingerprint(%q, %s, %s, %s, %s, %s)", op.Name, paramsLiteral(src.Path), paramsLiteral(src.Query), paramsLiteral(src.Header), body, exclude)
-		checks = append(checks, FingerprintCheck{GoName: op.GoName, Writer: op.FingerprintCall, Reference: ref, Multipart: op.Multipart != ""})
+		writer := op.FingerprintWriter + "(ctx, request)"
+		if op.Multipart != "" {
+			writer = op.FingerprintWriter + "(ctx, request, multipartParts)"
+		}
+		checks = append(checks, FingerprintCheck{GoName: op.GoName, Writer: writer, Reference: ref, Multipart: op.Multipart != ""})
 	}
 	return checks
 }
@@ -104,12 +107,8 @@ func AbandonedSettings(res *Result) map[string]AbandonedSetting {
 // the annotated operations that are checked, by operationId, with their
 // method and path; a nil document when none is.
 func RequestSchemas(res *Result) (doc []byte, ops map[string][2]string) {
-	if res.model.RequestSchemas == "" {
+	if res.model.RequestSchemas == nil {
 		return nil, nil
-	}
-	text, err := strconv.Unquote(res.model.RequestSchemas)
-	if err != nil {
-		panic(err)
 	}
 	ops = map[string][2]string{}
 	for _, op := range res.model.Operations {
@@ -117,5 +116,5 @@ func RequestSchemas(res *Result) (doc []byte, ops map[string][2]string) {
 			ops[op.Name] = [2]string{op.Method, op.Path}
 		}
 	}
-	return []byte(text), ops
+	return res.model.RequestSchemas, ops
 }

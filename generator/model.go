@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/idemgen/idemgen/generator/annotation"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 )
@@ -19,7 +18,6 @@ type model struct {
 	Package    string
 	Idempotent bool   // whether any operation is annotated
 	Phased     bool   // whether any operation is annotated with mode: phased
-	Regexp     bool   // whether any operation's declared key has a pattern
 	Client     bool   // whether to write IdempotentClient
 	Server     string // the server kind: std-http, chi, echo, gin
 	Operations []operation
@@ -28,10 +26,8 @@ type model struct {
 	Tests      bool
 	KitPackage string
 	Import     string
-	// Mount is the server kind's code that builds the http.Handler,
-	// rendered from mount-<kind>.go.tmpl.
-	Mount string
-	// Fingerprints is the source of the fingerprint writers.
+	// Fingerprints are the fingerprint writers, as canonicalGen prints
+	// them from oapi-codegen's types.
 	Fingerprints string
 	// Contract is the comment that records how the annotated operations'
 	// keys are scoped and fingerprinted (see contract.go); contracts
@@ -47,9 +43,9 @@ type model struct {
 	// ErrorShape is the API's own error shape, from the config; nil
 	// answers with problem+json.
 	ErrorShape *Errors
-	// RequestSchemas is the Go literal of the document the gates check
-	// requests against; "" when no operation validates.
-	RequestSchemas string
+	// RequestSchemas is the document, JSON, that the gates check
+	// requests against; nil when no operation validates.
+	RequestSchemas []byte
 }
 
 // operation is one operation of the spec, as the layer sees it.
@@ -80,9 +76,9 @@ type operation struct {
 	// the spec sets none.
 	ScopeDoc string
 	// Fingerprint is what the operation's fingerprint is made of, and
-	// FingerprintCall the call of its writer (see canonical.go).
-	Fingerprint     fingerprintSource
-	FingerprintCall string
+	// FingerprintWriter the name of its writer (see canonical.go).
+	Fingerprint       fingerprintSource
+	FingerprintWriter string
 	// Multipart is the request field holding a multipart body, read
 	// before the fingerprint; "" when there is none.
 	Multipart string
@@ -163,8 +159,11 @@ func (op operation) Phases() string    { return op.GoName + "Phases" }
 // Last is the last recovery point, whose phase responds.
 func (op operation) Last() recoveryPoint { return op.Points[len(op.Points)-1] }
 
-func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.OperationDefinition, security openapi3.SecurityRequirements) (*model, error) {
-	m := &model{Spec: cfg.specFromOutput(), Package: cfg.Output.Package, Client: cfg.Client, Server: cfg.Server, Tests: cfg.Tests, ErrorShape: cfg.Errors}
+// buildModel is the stage after readSource: the model of src's
+// operations, with the settings of cfg that the templates render.
+func buildModel(cfg *Config, src source) (*model, error) {
+	annotated, defs, security := src.annotated, src.oapi.defs, src.oapi.security
+	m := &model{Spec: src.paths.specFromOutput, Package: cfg.Output.Package, Client: cfg.Client, Server: cfg.Server, Tests: cfg.Tests, ErrorShape: cfg.Errors}
 	byRoute := make(map[string]annotation.Operation, len(annotated))
 	for _, a := range annotated {
 		byRoute[a.Method+" "+a.Path] = a
@@ -207,7 +206,6 @@ func buildModel(cfg *Config, annotated []annotation.Operation, defs []codegen.Op
 			}
 			m.Idempotent = true
 			m.Phased = m.Phased || op.Phased()
-			m.Regexp = m.Regexp || op.KeyPattern != ""
 		}
 		m.Operations = append(m.Operations, op)
 	}

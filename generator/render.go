@@ -14,6 +14,7 @@ import (
 var tmpl = template.Must(template.New("").Funcs(template.FuncMap{
 	"goDuration":   durationExpr,
 	"durationText": durationText,
+	"goString":     goString,
 }).ParseFS(templates.FS, "*.tmpl"))
 
 // renderFiles renders the Go files of the output from the model:

@@ -36,7 +36,7 @@ func TestStagesGolden(t *testing.T) {
 	checkStage(t, dir, "1-annotations", jsonText(t, src.annotated))
 	checkStage(t, dir, "2-oapi", oapiText(src.oapi))
 
-	m, err := buildModel(req.Config, src.annotated, src.oapi.defs, src.oapi.security)
+	m, err := buildModel(req.Config, src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func completeText(m *model) string {
 	var b strings.Builder
 	for _, op := range m.Operations {
 		if op.Idempotent {
-			fmt.Fprintf(&b, "%s: %s\n", op.GoName, op.FingerprintCall)
+			fmt.Fprintf(&b, "%s: %s\n", op.GoName, op.FingerprintWriter)
 		}
 	}
 	fmt.Fprintf(&b, "\nrequest schemas: %s\n\nfingerprint writers:\n%s\nwarnings: %q\n", m.RequestSchemas, m.Fingerprints, m.Warnings)
