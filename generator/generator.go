@@ -1,11 +1,3 @@
-// Package generator turns an annotated OpenAPI spec and a Config into
-// idemgen's output: oapi-codegen's models and strict server, the
-// idempotency layer over them, the key-store migrations and the sqlc
-// queries. Load reads what a generation needs into a Request (request.go);
-// Generate, which reads nothing else, reads the spec's annotations
-// (annotation), builds a model of the annotated operations on
-// oapi-codegen's own operation definitions (model.go), and renders the
-// embedded templates. Result.Write and Result.Check are the only writes.
 package generator
 
 import (
@@ -55,7 +47,7 @@ func Generate(req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := buildModel(req.Config, src.annotated, src.oapi.defs, src.oapi.security)
+	m, err := buildModel(req.Config, src)
 	if err != nil {
 		return nil, err
 	}
@@ -78,6 +70,7 @@ func Generate(req Request) (*Result, error) {
 	if augmented != nil {
 		files = append(files, File{Path: src.paths.augmented, Content: augmented})
 	}
+	warnings := slices.Concat(m.Warnings, changedKeys(req.Layer, src.paths.layer, m))
 	migrations, stale, err := sqlFiles(req.Config.Migrations, src.paths.queries, req.Migrations)
 	if err != nil {
 		return nil, err
@@ -86,7 +79,7 @@ func Generate(req Request) (*Result, error) {
 		Files:      append(files, migrations...),
 		Stale:      stale,
 		Operations: len(m.Operations),
-		Warnings:   slices.Concat(m.Warnings, changedKeys(req.Layer, src.paths.layer, m)),
+		Warnings:   warnings,
 		model:      m,
 	}
 	for _, op := range m.Operations {
