@@ -280,41 +280,12 @@ func undeclaredTypes(fset *token.FileSet, f *ast.File, declared map[string]token
 		}
 		return true
 	}
-	params := func(list *ast.FieldList) map[string]bool {
-		names := map[string]bool{}
-		if list != nil {
-			for _, p := range list.List {
-				for _, n := range p.Names {
-					names[n.Name] = true
-				}
-			}
-		}
-		return names
-	}
 	for _, d := range f.Decls {
 		switch d := d.(type) {
 		case *ast.FuncDecl:
-			typeParams = params(d.Type.TypeParams)
+			typeParams = fieldNames(d.Type.TypeParams)
 			if d.Recv != nil {
-				for _, r := range d.Recv.List {
-					// A receiver's type arguments name the type parameters.
-					t := r.Type
-					if s, ok := t.(*ast.StarExpr); ok {
-						t = s.X
-					}
-					switch t := t.(type) {
-					case *ast.IndexExpr:
-						if id, ok := t.Index.(*ast.Ident); ok {
-							typeParams[id.Name] = true
-						}
-					case *ast.IndexListExpr:
-						for _, i := range t.Indices {
-							if id, ok := i.(*ast.Ident); ok {
-								typeParams[id.Name] = true
-							}
-						}
-					}
-				}
+				receiverTypeParams(d.Recv, typeParams)
 				ast.Inspect(d.Recv, inType)
 			}
 			ast.Inspect(d.Type.Params, inType)
@@ -325,7 +296,7 @@ func undeclaredTypes(fset *token.FileSet, f *ast.File, declared map[string]token
 			for _, s := range d.Specs {
 				switch s := s.(type) {
 				case *ast.TypeSpec:
-					typeParams = params(s.TypeParams)
+					typeParams = fieldNames(s.TypeParams)
 					ast.Inspect(s.Type, inType)
 				case *ast.ValueSpec:
 					typeParams = nil
@@ -337,6 +308,42 @@ func undeclaredTypes(fset *token.FileSet, f *ast.File, declared map[string]token
 		}
 	}
 	return problems
+}
+
+// fieldNames are the names a field list declares.
+func fieldNames(list *ast.FieldList) map[string]bool {
+	names := map[string]bool{}
+	if list != nil {
+		for _, p := range list.List {
+			for _, n := range p.Names {
+				names[n.Name] = true
+			}
+		}
+	}
+	return names
+}
+
+// receiverTypeParams adds to names the type parameters a method's
+// receiver names in its type arguments: T in (s *Set[T]).
+func receiverTypeParams(recv *ast.FieldList, names map[string]bool) {
+	for _, r := range recv.List {
+		t := r.Type
+		if s, ok := t.(*ast.StarExpr); ok {
+			t = s.X
+		}
+		switch t := t.(type) {
+		case *ast.IndexExpr:
+			if id, ok := t.Index.(*ast.Ident); ok {
+				names[id.Name] = true
+			}
+		case *ast.IndexListExpr:
+			for _, i := range t.Indices {
+				if id, ok := i.(*ast.Ident); ok {
+					names[id.Name] = true
+				}
+			}
+		}
+	}
 }
 
 // undeclaredNames are the type names used but not declared.

@@ -291,6 +291,31 @@ func enumConstDecls(types []codegen.TypeDefinition, alwaysPrefix bool) (decls []
 			enums = append(enums, &enumConst{td: td, prefixed: alwaysPrefix || td.ForceEnumPrefix})
 		}
 	}
+	prefixMeetingEnums(enums)
+	for _, e := range enums {
+		for k := range e.td.Schema.EnumValues {
+			if others[k] || (!e.prefixed && k == e.td.TypeName) {
+				e.prefixed = true
+			}
+		}
+	}
+	for _, e := range enums {
+		str := e.td.Schema.GoType == "string"
+		named := e.names()
+		for _, name := range slices.Sorted(maps.Keys(named)) {
+			lit, ok := enumLiteral(named[name], str)
+			if !ok {
+				return nil, false
+			}
+			decls = append(decls, nameDecl{name: name, kind: token.CONST, constType: e.td.TypeName, constValue: lit})
+		}
+	}
+	return decls, true
+}
+
+// prefixMeetingEnums marks the enums oapi-codegen prefixes because they
+// share a value's name with another enum, or their constants' names meet.
+func prefixMeetingEnums(enums []*enumConst) {
 	// oapi-codegen prefixes two enums that share a value's name, or whose
 	// constants' names meet, until none meet; prefixing only adds
 	// meetings, so the enums it prefixes are those found by meeting here,
@@ -326,39 +351,28 @@ func enumConstDecls(types []codegen.TypeDefinition, alwaysPrefix bool) (decls []
 			}
 		}
 	}
-	for _, e := range enums {
-		for k := range e.td.Schema.EnumValues {
-			if others[k] || (!e.prefixed && k == e.td.TypeName) {
-				e.prefixed = true
-			}
-		}
+}
+
+// enumLiteral is the literal of an enum constant's value, as oapi-codegen
+// writes it for a string enum (str) or another; "" for a value that is
+// not one literal. ok is false where oapi-codegen refuses the enum.
+func enumLiteral(value string, str bool) (lit string, ok bool) {
+	switch {
+	case str:
+		return codegen.StringToGoString(value), true
+	case !numberOrBool(value):
+		return "", false // oapi-codegen refuses the enum
 	}
-	for _, e := range enums {
-		str := e.td.Schema.GoType == "string"
-		named := e.names()
-		for _, name := range slices.Sorted(maps.Keys(named)) {
-			value := named[name]
-			lit := value
-			switch {
-			case str:
-				lit = codegen.StringToGoString(value)
-			case !numberOrBool(value):
-				return nil, false // oapi-codegen refuses the enum
-			default:
-				// Written as it is, the value is one literal, or an
-				// identifier (true) or expression (-1) that is none.
-				if x, err := parser.ParseExpr(value); err != nil {
-					return nil, false
-				} else if b, ok := x.(*ast.BasicLit); ok {
-					lit = b.Value
-				} else {
-					lit = ""
-				}
-			}
-			decls = append(decls, nameDecl{name: name, kind: token.CONST, constType: e.td.TypeName, constValue: lit})
-		}
+	// Written as it is, the value is one literal, or an identifier
+	// (true) or expression (-1) that is none.
+	x, err := parser.ParseExpr(value)
+	if err != nil {
+		return "", false
 	}
-	return decls, true
+	if b, ok := x.(*ast.BasicLit); ok {
+		return b.Value, true
+	}
+	return "", true
 }
 
 // numberOrBool is whether oapi-codegen writes value as a non-string
