@@ -61,10 +61,7 @@ func finishGoFiles(specPath string, spec []byte, m *model, files []File, oapi *n
 			if name := filepath.Base(f.path); name != layerFile && name != clientFile {
 				continue // oapi-codegen's, which imports what it uses
 			}
-			src, err := usedImports(p, f)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", specPath, err)
-			}
+			src := usedImports(p, f)
 			parsed, err := parser.ParseFile(p.fset, f.path, src, 0)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %s with its imports does not parse%s: %w", specPath, f.path, generatorBug, err)

@@ -1,9 +1,7 @@
 package generator
 
 import (
-	"fmt"
 	"go/ast"
-	"go/format"
 	"go/token"
 	"slices"
 	"strings"
@@ -18,7 +16,7 @@ import (
 // x-go-type-import), as the files beside it import them, to its group of
 // the standard library's or of the others. A qualifier that nothing
 // imports is left for checkCompile to report.
-func usedImports(p *goPackage, f *goFile) ([]byte, error) {
+func usedImports(p *goPackage, f *goFile) []byte {
 	groups := importGroups(p, f)
 	used, _ := f.qualifiers(p.declarations(func(string, token.Pos, token.Pos) {})) // checkCompile reports twice-declared names
 	// decl holds the import specs, then the declaration.
@@ -46,11 +44,9 @@ func usedImports(p *goPackage, f *goFile) ([]byte, error) {
 		decl.Reset()
 		decl.WriteString("import (\n" + specs + ")")
 	}
-	src, err := format.Source(replaceImports(p.fset, f, decl.String()))
-	if err != nil {
-		return nil, fmt.Errorf("%s with its imports does not format%s: %w", f.path, generatorBug, err)
-	}
-	return src, nil
+	// f was formatted, and the declaration is written as gofmt writes
+	// one: formatting the file again would change nothing.
+	return replaceImports(p.fset, f, decl.String())
 }
 
 // importGroups are f's imports in the groups its template wrote, with the

@@ -66,9 +66,7 @@ func renderKit(req *Request, paths outputPaths, m *model) (File, error) {
 	if err != nil {
 		return File{}, err
 	}
-	if file.Content, err = usedImports(pkgs[0], pkgs[0].files[0]); err != nil {
-		return File{}, err
-	}
+	file.Content = usedImports(pkgs[0], pkgs[0].files[0])
 	return file, nil
 }
 
