@@ -10,14 +10,3 @@ func (m *model) Abandons() bool {
 	}
 	return false
 }
-
-// Completes reports whether an operation's annotation sets abandoned:
-// complete, whose requests the completer decodes from JSON.
-func (m *model) Completes() bool {
-	for _, op := range m.Operations {
-		if op.Abandoned == "complete" {
-			return true
-		}
-	}
-	return false
-}
