@@ -11,13 +11,13 @@ func completeModel(src source, m *model) error {
 		_, err := scanNames("oapi.gen.go", src.oapi.src)
 		return err
 	}
-	if err := checkNames(src.path, scan, m); err != nil {
+	if err := checkNames(src.paths.spec, scan, m); err != nil {
 		return err
 	}
 	if err := writeFingerprints(scan.file, m); err != nil {
 		return err
 	}
-	schemas, warnings, err := requestSchemas(src.path, src.oapi.version, m.Operations)
+	schemas, warnings, err := requestSchemas(src.paths.spec, src.oapi.version, m.Operations)
 	if err != nil {
 		return err
 	}

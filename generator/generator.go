@@ -51,17 +51,17 @@ func Generate(req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.Warnings = withResolutions(src.path, src.oapi.warnings, m.Warnings)
+	m.Warnings = withResolutions(src.paths.spec, src.oapi.warnings, m.Warnings)
 	if err := completeModel(src, m); err != nil {
 		return nil, err
 	}
 	var augmented []byte
 	if src.paths.augmented != "" {
 		var found []resolution
-		if augmented, found, err = augmentSpec(src.path, req.Spec, m, src.oapi.carry); err != nil {
+		if augmented, found, err = augmentSpec(src.paths.spec, req.Spec, m, src.oapi.carry); err != nil {
 			return nil, err
 		}
-		m.Warnings = withResolutions(src.path, m.Warnings, resolutionWarnings(src.path, found))
+		m.Warnings = withResolutions(src.paths.spec, m.Warnings, resolutionWarnings(src.paths.spec, found))
 	}
 	files, err := renderFiles(&req, src, m)
 	if err != nil {

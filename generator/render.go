@@ -37,7 +37,7 @@ func renderFiles(req *Request, src source, m *model) ([]File, error) {
 		}
 		files = append(files, File{Path: src.paths.client, Content: client})
 	}
-	if files, err = finishGoFiles(src.path, req.Spec, m, files, src.oapi.scan); err != nil {
+	if files, err = finishGoFiles(src.paths.spec, req.Spec, m, files, src.oapi.scan); err != nil {
 		return nil, err
 	}
 	if m.Tests && m.Idempotent {

@@ -6,8 +6,7 @@ import "github.com/idemgen/idemgen/generator/annotation"
 // and oapi-codegen's output for it with the resolutions that let it
 // compile.
 type source struct {
-	path      string // the spec's path, as errors and warnings name it
-	paths     outputPaths
+	paths     outputPaths // paths.spec names the spec in errors and warnings
 	annotated []annotation.Operation
 	oapi      oapiOutput
 }
@@ -19,14 +18,14 @@ type source struct {
 // editing.
 func readSource(req *Request, paths outputPaths) (source, error) {
 	cfg := req.Config
-	src := source{path: paths.spec, paths: paths}
+	src := source{paths: paths}
 	var readErr error
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
-		src.annotated, readErr = annotation.Read(src.path, req.Spec)
+		src.annotated, readErr = annotation.Read(src.paths.spec, req.Spec)
 		if readErr == nil && cfg.Errors != nil {
-			readErr = errorSchemaOf(src.path, req.Spec, cfg.Errors, req.ref)
+			readErr = errorSchemaOf(src.paths.spec, req.Spec, cfg.Errors, req.ref)
 		}
 	}()
 	readDone := func() error {

@@ -40,7 +40,7 @@ func TestStagesGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Warnings = withResolutions(src.path, src.oapi.warnings, m.Warnings)
+	m.Warnings = withResolutions(src.paths.spec, src.oapi.warnings, m.Warnings)
 	checkStage(t, dir, "3-model", modelText(m))
 
 	if err := completeModel(src, m); err != nil {
@@ -48,7 +48,7 @@ func TestStagesGolden(t *testing.T) {
 	}
 	checkStage(t, dir, "4-complete", completeText(m))
 
-	augmented, found, err := augmentSpec(src.path, req.Spec, m, src.oapi.carry)
+	augmented, found, err := augmentSpec(src.paths.spec, req.Spec, m, src.oapi.carry)
 	if err != nil {
 		t.Fatal(err)
 	}
