@@ -55,6 +55,12 @@ type Operation struct {
 	// CompleteAfter is how long after its lease passed an attempt counts
 	// as abandoned by its client; zero means an hour.
 	CompleteAfter time.Duration
+	// KeyFrom are where the operation takes its key from, in order, when
+	// that is not the Idempotency-Key header, as the spec's key annotation
+	// says: the generated handler hands the request's values there to
+	// the engine with WithKey. Several make a composite key. KeyOptional
+	// then lets a request that has none of them run without idempotency.
+	KeyFrom []KeySource
 	// ScopeHeader names a request header whose value scopes the keys, as
 	// the spec's scope: {header: NAME} says: a request without it gets a
 	// 400 problem naming it. With Options.Scope also set, a key's scope
@@ -468,7 +474,7 @@ func (e *Engine[T]) decideAndClaim(ctx context.Context, op *Operation, id ID, fi
 		}
 		return done.resp, done.err
 	}
-	return e.keyInUse(e.retryAfter), nil
+	return e.keyInUse(op, e.retryAfter), nil
 }
 
 // identify validates the request's key and finds its scope. It returns a
@@ -480,8 +486,16 @@ func (e *Engine[T]) identify(ctx context.Context, op *Operation) (ID, *Response,
 	if r == nil {
 		return ID{}, nil, errors.New("idem: no *http.Request in the context; mount the generated handler, which adds it")
 	}
-	key, err := ParseKey(r.Header.Values(HeaderKey))
+	var key string
+	var err error
+	if len(op.KeyFrom) > 0 {
+		key, err = op.keyOf(ctx)
+	} else {
+		key, err = ParseKey(r.Header.Values(HeaderKey))
+	}
 	switch {
+	case errors.Is(err, errNoKeyValues):
+		return ID{}, nil, err
 	case errors.Is(err, ErrNoKey) && op.KeyOptional:
 		return ID{Operation: op.Name}, nil, nil
 	case errors.Is(err, ErrNoKey):
@@ -568,15 +582,15 @@ func (e *Engine[T]) decideRecord(op *Operation, rec Record, fingerprint []byte) 
 		// done part of its work, which only the same request may resume.
 		switch {
 		case !sameRequest:
-			return c, e.keyReused()
+			return c, e.keyReused(op)
 		case rec.Held || rec.LeaseLeft > 0:
-			return c, e.keyInUse(e.leaseRetryAfter(rec.LeaseLeft))
+			return c, e.keyInUse(op, e.leaseRetryAfter(rec.LeaseLeft))
 		}
 		c.Takeover = true
 		return c, nil
 	case rec.Found && !rec.Expired:
 		if !sameRequest {
-			return c, e.keyReused()
+			return c, e.keyReused(op)
 		}
 		replay := *rec.Response
 		replay.Replayed = true
@@ -584,7 +598,7 @@ func (e *Engine[T]) decideRecord(op *Operation, rec Record, fingerprint []byte) 
 	case rec.Held:
 		// An atomic attempt runs; its request is not visible before it
 		// commits, so whatever this request is, it has to wait.
-		return c, e.keyInUse(e.retryAfter)
+		return c, e.keyInUse(op, e.retryAfter)
 	}
 	// No row, or a completed one past its TTL: a new generation.
 	return c, nil
@@ -913,45 +927,59 @@ func (e *Engine[T]) unavailable(step string, err error) *Response {
 	})
 }
 
-func (e *Engine[T]) keyInUse(retryAfter time.Duration) *Response {
+func (e *Engine[T]) keyInUse(op *Operation, retryAfter time.Duration) *Response {
 	return e.render(&Problem{
 		Type:       TypeKeyInUse,
 		Title:      "Idempotency-Key in use",
 		Status:     http.StatusConflict,
-		Detail:     "Another request with this Idempotency-Key is still being processed. Retry after the Retry-After delay with the same key to get its result.",
+		Detail:     fmt.Sprintf("Another request with this %s is still being processed. Retry after the Retry-After delay with the same key to get its result.", op.keyNoun()),
 		RetryAfter: retryAfter,
 	})
 }
 
 func (e *Engine[T]) missingKey(op *Operation) *Response {
-	return e.render(missingKeyProblem(op.Name))
+	return e.render(missingKeyProblem(op.Name, op.KeyFrom))
 }
 
-func missingKeyProblem(operation string) *Problem {
+// missingKeyProblem answers a request without the key of operation,
+// which it takes from the Idempotency-Key header, or from the sources.
+func missingKeyProblem(operation string, from []KeySource) *Problem {
+	detail := fmt.Sprintf("Operation %s requires an Idempotency-Key header. Send a new unique key (for example a UUID) with each new request, and the same key when you retry it.", operation)
+	if len(from) > 0 {
+		detail = fmt.Sprintf("Operation %s takes its idempotency key from %s, which the request does not have. Send it: the same value when you retry a request, another for a new request.", operation, keySources(from))
+	}
 	return &Problem{
 		Type:   TypeMissingKey,
 		Title:  "Idempotency-Key required",
 		Status: http.StatusBadRequest,
-		Detail: fmt.Sprintf("Operation %s requires an Idempotency-Key header. Send a new unique key (for example a UUID) with each new request, and the same key when you retry it.", operation),
+		Detail: detail,
 	}
 }
 
 func (e *Engine[T]) invalidKey(op *Operation, err error) *Response {
-	return e.render(invalidKeyProblem(err, op.keyRule()))
+	return e.render(invalidKeyProblem(err, op.KeyFrom, op.keyRule()))
 }
 
 // invalidKeyProblem answers a key that err refuses; rule says what keys
-// the operation accepts.
-func invalidKeyProblem(err error, rule string) *Problem {
+// the operation accepts when it takes them from the Idempotency-Key
+// header, from is where it takes them from otherwise.
+func invalidKeyProblem(err error, from []KeySource, rule string) *Problem {
 	detail := err.Error()
-	if ke := (*KeyError)(nil); errors.As(err, &ke) {
-		detail = "The Idempotency-Key header is invalid: " + ke.Reason + "."
+	ke := (*KeyError)(nil)
+	isKeyErr := errors.As(err, &ke)
+	switch {
+	case isKeyErr && len(from) > 0:
+		detail = "The request's idempotency key, from " + keySources(from) + ", is invalid: " + ke.Reason + ". Send a value without control characters, of at most " + fmt.Sprint(MaxKeyLen) + " bytes; the request was not run."
+	case isKeyErr:
+		detail = "The Idempotency-Key header is invalid: " + ke.Reason + ". Send " + rule + ", optionally as a quoted string."
+	default:
+		detail += " Send " + rule + ", optionally as a quoted string."
 	}
 	return &Problem{
 		Type:   TypeInvalidKey,
 		Title:  "Invalid Idempotency-Key",
 		Status: http.StatusBadRequest,
-		Detail: detail + " Send " + rule + ", optionally as a quoted string.",
+		Detail: detail,
 	}
 }
 
@@ -981,12 +1009,12 @@ func (op *Operation) keyRule() string {
 	return rule
 }
 
-func (e *Engine[T]) keyReused() *Response {
+func (e *Engine[T]) keyReused(op *Operation) *Response {
 	return e.render(&Problem{
 		Type:   TypeKeyReused,
 		Title:  "Idempotency-Key reused",
 		Status: http.StatusUnprocessableEntity,
-		Detail: "This Idempotency-Key was already used with a different request. Reuse a key only to retry the identical request; send a new key for a new request.",
+		Detail: fmt.Sprintf("This %s was already used with a different request. Reuse a key only to retry the identical request; send a new key for a new request.", op.keyNoun()),
 	})
 }
 

@@ -218,6 +218,12 @@ type Gate struct {
 	// gate answers with the protocol's missing-key and invalid-key
 	// problems first.
 	KeyDeclared, KeyRequired bool
+	// Key are where the operation takes its key from when that is not
+	// the Idempotency-Key header (see Operation.KeyFrom): their headers
+	// and query parameters are checked as a declared Idempotency-Key
+	// is, KeyRequired saying whether they must be there, and KeyDeclared
+	// is then ignored.
+	Key []KeySource
 	// ScopeHeader names the header parameter that scopes the operation's
 	// keys, when the spec says so. The parameters' binder would refuse a
 	// request without it, or with it twice, with a generic error before
@@ -252,14 +258,20 @@ type Gate struct {
 // Pass lets r through, its body bounded, or answers w with a problem and
 // returns false: the request must go no further.
 func (g *Gate) Pass(w http.ResponseWriter, r *http.Request) bool {
-	if g.KeyDeclared || g.KeyRequired {
+	switch {
+	case len(g.Key) > 0:
+		if p := g.gateKey(r); p != nil {
+			g.refuse(w, r, p)
+			return false
+		}
+	case g.KeyDeclared || g.KeyRequired:
 		switch values := r.Header.Values(HeaderKey); {
 		case len(values) == 0 && g.KeyRequired:
-			g.refuse(w, r, missingKeyProblem(g.Operation))
+			g.refuse(w, r, missingKeyProblem(g.Operation, nil))
 			return false
 		case len(values) > 1:
 			_, err := ParseKey(values)
-			g.refuse(w, r, invalidKeyProblem(err, "a single key"))
+			g.refuse(w, r, invalidKeyProblem(err, nil, "a single key"))
 			return false
 		}
 	}
