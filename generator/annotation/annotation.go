@@ -7,7 +7,8 @@
 //	x-idempotency:              # document root, optional: defaults for every annotated operation
 //	  ttl: 24h                  # how long a stored response is kept (default 24h)
 //	  lease: 1m                 # how long an attempt holds the key (default 1m)
-//	  required: true            # is the Idempotency-Key header required (default true)
+//	  required: true            # is the key required (default true)
+//	  key: {header: Webhook-Id} # where the key is read from (default: the Idempotency-Key header)
 //	  scope: {header: X-Account-Id}  # what keys are scoped by (default: nothing)
 //	paths:
 //	  /orders:
@@ -27,6 +28,7 @@
 //	        fingerprint:
 //	          exclude: [/metadata/trace_id, /note]
 //	        scope: {function: true}   # or {header: NAME}, both keys, or none
+//	        key: [{header: X-Account-Id}, {body: /po_number}]  # or {query: NAME}; a list is a composite key
 //
 // An operation's scope replaces the document's as a whole: the two are not
 // merged key by key.
@@ -113,7 +115,10 @@ type Operation struct {
 	Path        string // as written in the spec, e.g. "/orders/{id}"
 	Method      string // upper case, e.g. "POST"
 	OperationID string // raw operationId from the spec, "" when absent
-	Required    bool   // whether the Idempotency-Key header is required
+	Required    bool   // whether the key is required
+	// Key is where the key is read from when that is not the
+	// Idempotency-Key header; its zero value is that header.
+	Key Key
 	// RequiredAt is where required is written (the operation's or the
 	// document's), nil when it is the built-in default.
 	RequiredAt *Position

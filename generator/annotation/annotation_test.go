@@ -385,7 +385,7 @@ paths:
 }
 
 func TestReadErrors(t *testing.T) {
-	const anyType = "expected true, false or a mapping with keys required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body, validate"
+	const anyType = "expected true, false or a mapping with keys required, key, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body, validate"
 	const durationHint = "expected a Go duration such as 90s, 15m or 24h, or days such as 7d"
 	const badPoint = "is not a valid recovery point; expected a name that starts with a letter and has only letters, digits, _ or -, such as payment_created"
 	runReadCases(t, []readCase{
@@ -424,8 +424,8 @@ paths:
           include: [/a]
 `),
 			errs: []string{
-				`spec.yaml:2:3: x-idempotency: unknown key "mode"; expected one of ttl, lease, required, scope, max-body, validate`,
-				`spec.yaml:7:9: x-idempotent: unknown key "retries"; expected one of required, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body, validate`,
+				`spec.yaml:2:3: x-idempotency: unknown key "mode"; expected one of ttl, lease, required, key, scope, max-body, validate`,
+				`spec.yaml:7:9: x-idempotent: unknown key "retries"; expected one of required, key, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body, validate`,
 				`spec.yaml:9:11: x-idempotent.fingerprint: unknown key "include"; expected exclude`,
 			},
 		},
@@ -450,7 +450,7 @@ paths:
           exclude: /a
 `),
 			errs: []string{
-				`spec.yaml:1:16: x-idempotency: the value is a list; expected a mapping with keys ttl, lease, required, scope, max-body, validate`,
+				`spec.yaml:1:16: x-idempotency: the value is a list; expected a mapping with keys ttl, lease, required, key, scope, max-body, validate`,
 				`spec.yaml:6:19: x-idempotent.required: "no" is a string; expected true or false`,
 				`spec.yaml:7:14: x-idempotent.ttl: 60 is a number; ` + durationHint,
 				`spec.yaml:8:16: x-idempotent.lease: true is a bool; ` + durationHint,

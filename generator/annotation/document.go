@@ -220,7 +220,11 @@ func (r *reader) build(path, method, id string, key *yaml.Node, s settings, defs
 		RecoveryPoints:     s.points,
 		FingerprintExclude: s.exclude,
 		Scope:              defs.scope,
+		Key:                defs.key,
 		Pos:                r.pos(key),
+	}
+	if s.key != nil {
+		op.Key = *s.key
 	}
 	if s.scope != nil {
 		op.Scope = *s.scope // replaces the default whole, so that none or a header alone can override it

@@ -16,9 +16,11 @@ var extensions = []string{"x-idempotency", "x-idempotent", "x-idempotency-ttl"}
 // refuses any other key, so a key works only once it is listed here,
 // and docs/ANNOTATIONS.md must name each one (TestDocsReferenceComplete).
 var accepted = map[string][]string{
-	"x-idempotency":            {"ttl", "lease", "required", "scope", "max-body", "validate"},
+	"x-idempotency":            {"ttl", "lease", "required", "key", "scope", "max-body", "validate"},
+	"x-idempotency.key":        {"header", "query", "body"},
 	"x-idempotency.scope":      {"header", "function"},
-	"x-idempotent":             {"required", "ttl", "lease", "mode", "recovery-points", "abandoned", "complete-after", "fingerprint", "scope", "max-body", "validate"},
+	"x-idempotent":             {"required", "key", "ttl", "lease", "mode", "recovery-points", "abandoned", "complete-after", "fingerprint", "scope", "max-body", "validate"},
+	"x-idempotent.key":         {"header", "query", "body"},
 	"x-idempotent.fingerprint": {"exclude"},
 	"x-idempotent.scope":       {"header", "function"},
 }

@@ -43,6 +43,7 @@ type defaults struct {
 	ttl, lease   duration
 	maxBody      int64 // 0 unless written
 	scope        Scope
+	key          Key
 	validate     bool // true unless written false
 }
 
@@ -61,6 +62,7 @@ type settings struct {
 	pointsNode *yaml.Node // the recovery-points value, even when invalid
 	exclude    []Pointer
 	scope      *Scope
+	key        *Key
 	maxBody    int64 // 0 when absent or invalid
 	validate   *bool // nil when absent or invalid
 
@@ -101,6 +103,11 @@ func (r *reader) defaults(f *entry) defaults {
 		case "required":
 			if b := r.boolean(field+".required", g.value); b != nil {
 				d.required, d.requiredNode = *b, g.value
+			}
+		case "key":
+			if k := r.key(field+".key", g.value); k != nil {
+				d.key = *k
+				d.key.Default = true
 			}
 		case "scope":
 			if sc := r.scope(field+".scope", g.value); sc != nil {
@@ -167,6 +174,8 @@ func (r *reader) settings(m *yaml.Node) settings {
 			s.completeAfter = r.completeAfter(f.value)
 		case "fingerprint":
 			s.exclude = r.fingerprint(f.value)
+		case "key":
+			s.key = r.key(field+".key", f.value)
 		case "scope":
 			s.scope = r.scope(field+".scope", f.value)
 		case "max-body":
