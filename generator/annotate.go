@@ -22,6 +22,9 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	if err := declaredKey(op, a, d); err != nil {
 		return err
 	}
+	if err := keyPlacement(op, a, d); err != nil {
+		return err
+	}
 	op.TTL, op.Lease = a.TTL, a.Lease
 	op.MaxBody = a.MaxBody
 	op.Validate = a.Validate

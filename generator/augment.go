@@ -123,7 +123,10 @@ func encodeSpec(doc, root *yaml.Node, asJSON bool) ([]byte, error) {
 }
 
 func augmentOperation(root, node *yaml.Node, op operation, shape *Errors) {
-	if !op.KeyDeclared {
+	switch {
+	case len(op.KeyFrom) > 0:
+		describeKey(node, op)
+	case !op.KeyDeclared:
 		params := get(node, "parameters")
 		if params == nil {
 			params = &yaml.Node{Kind: yaml.SequenceNode}

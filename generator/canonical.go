@@ -205,6 +205,13 @@ func writeFingerprints(oapiFile *ast.File, m *model) error {
 	for i := range m.Operations {
 		if op := &m.Operations[i]; op.Idempotent {
 			op.FingerprintWriter = g.operation(op, op.Fingerprint)
+			if len(op.KeyFrom) > 0 {
+				reader, err := g.keyReader(op)
+				if err != nil {
+					return err
+				}
+				op.KeyReader = reader
+			}
 			m.contracts = append(m.contracts, g.contract(op))
 			if err := g.checkDecodes(op); err != nil {
 				return err

@@ -38,6 +38,9 @@ type opContract struct {
 	// ScopeFunction whether the spec says idem.Options.Scope does.
 	ScopeHeader   string
 	ScopeFunction bool
+	// Key are where the key is read from, "in name" each, in order; none
+	// for the Idempotency-Key header.
+	Key []string
 	// Params are the path, query and header parameters, sorted by
 	// location and name; Shape is "excluded" for one fingerprint.exclude
 	// leaves out.
@@ -72,6 +75,9 @@ const excludedShape = "excluded"
 // writer, so that its request type is current.
 func (g *canonicalGen) contract(op *operation) opContract {
 	c := opContract{Name: op.Name, Method: op.Method, Path: op.Path, ScopeHeader: op.ScopeHeader, ScopeFunction: op.scopeFunction}
+	for _, k := range op.KeyFrom {
+		c.Key = append(c.Key, k.In+" "+k.Name)
+	}
 	if g.shaper == nil {
 		g.shaper = &shaper{g: g, memo: map[string]string{}}
 	}

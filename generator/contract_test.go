@@ -138,6 +138,11 @@ func TestScopeChangeWarns(t *testing.T) {
 		"required: [name]", "required: [name, note]")
 	warns("a body member's type", []string{"fingerprint: request body application/json: the Go type it is read into changed (shape #", holding},
 		"        note:\n          type: string\n", "        note:\n          type: integer\n")
+	warns("key read from the body", []string{"key the Idempotency-Key header → /name in the body",
+		"Its keys change: a request sent before this is deployed and retried after it is keyed by /name in the body instead of the Idempotency-Key header, and runs again, as a new request, or gets 400 without /name in the body"},
+		"        scope: {header: X-Account-Id}\n", "        scope: {header: X-Account-Id}\n        key: {body: /name}\n")
+	warns("key read from the header again", []string{"key /name in the body → the Idempotency-Key header"},
+		"        key: {body: /name}\n", "")
 	warns("a media type added", []string{"fingerprint: request body media types application/json → application/json, application/x-www-form-urlencoded", unprocessable},
 		"          application/json:\n            schema:\n              $ref: \"#/components/schemas/Thing\"\n",
 		"          application/json:\n            schema:\n              $ref: \"#/components/schemas/Thing\"\n          application/x-www-form-urlencoded:\n            schema:\n              $ref: \"#/components/schemas/Thing\"\n")

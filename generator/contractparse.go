@@ -99,6 +99,11 @@ func (c *opContract) add(toks []string) error {
 		default:
 			return errContract
 		}
+	case "key":
+		if len(toks) != 3 {
+			return errContract
+		}
+		c.Key = append(c.Key, toks[1]+" "+toks[2])
 	case "param":
 		if len(toks) != 4 {
 			return errContract

@@ -38,6 +38,10 @@ func renderContract(contracts []opContract) string {
 		default:
 			b.WriteString("//\tscope none\n")
 		}
+		for _, k := range c.Key {
+			in, name, _ := strings.Cut(k, " ")
+			fmt.Fprintf(&b, "//\tkey %s %s\n", tok(in), tok(name))
+		}
 		for _, p := range c.Params {
 			fmt.Fprintf(&b, "//\tparam %s %s %s\n", tok(p.In), tok(p.Name), tok(p.Shape))
 		}

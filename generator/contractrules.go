@@ -82,6 +82,7 @@ type contractChange struct {
 var contractRules = []contractRule{
 	{"operationId", true, renamedOperation},
 	{"scope", true, rescopedOperation},
+	{"key", true, rekeyedOperation},
 	{"parameters", false, paramChanges},
 	{"request body media types", false, mediaTypeChanges},
 	{"request bodies", false, bodyChanges},
@@ -123,6 +124,8 @@ func retryEffect(old, new opContract, rekeyed, every bool) string {
 	switch {
 	case old.Name != new.Name:
 		return "Its keys change: " + retry + " runs again, as a new request"
+	case keyText(old) != keyText(new):
+		return fmt.Sprintf("Its keys change: a request sent before this is deployed and retried after it is keyed by %s instead of %s, and runs again, as a new request, or gets 400 without %[1]s", keyText(new), keyText(old))
 	case !strings.EqualFold(oldH, newH) && oldH != "" && newH != "":
 		// The scope is the header's value, not its name.
 		return fmt.Sprintf("Its keys change: %s is scoped by its %s header instead of its %s header, and runs again, as a new request, unless the two hold the same value (without %s it gets 400)", retry, newH, oldH, newH)
@@ -155,6 +158,27 @@ func rescopedOperation(old, new opContract) []contractChange {
 		return nil
 	}
 	return []contractChange{{text: fmt.Sprintf("scope %s → %s", scopeText(old), scopeText(new))}}
+}
+
+// rekeyedOperation finds a new place the key is read from.
+func rekeyedOperation(old, new opContract) []contractChange {
+	if keyText(old) == keyText(new) {
+		return nil
+	}
+	return []contractChange{{text: fmt.Sprintf("key %s → %s", keyText(old), keyText(new))}}
+}
+
+// keyText words where c's key is read from.
+func keyText(c opContract) string {
+	if len(c.Key) == 0 {
+		return "the Idempotency-Key header"
+	}
+	parts := make([]string, len(c.Key))
+	for i, k := range c.Key {
+		in, name, _ := strings.Cut(k, " ")
+		parts[i] = describeKeySource(keySource{In: in, Name: name})
+	}
+	return strings.Join(parts, " and ")
 }
 
 // paramChanges compares the parameters by location and name, as their

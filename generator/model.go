@@ -59,6 +59,15 @@ type operation struct {
 	Idempotent bool
 
 	KeyOptional bool
+	// KeyFrom are where the key is read from when that is not the
+	// Idempotency-Key header (see keyplacement.go), and KeyReader the
+	// function that reads them from the typed request; none for the
+	// header.
+	KeyFrom   []keySource
+	KeyReader string
+	// KeyDoc says where the key is read from, for the interface's
+	// comment; "" for the Idempotency-Key header.
+	KeyDoc string
 	// The limits of an Idempotency-Key parameter the operation declares
 	// itself; zero values when it declares none.
 	KeyDeclared          bool
