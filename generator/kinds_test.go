@@ -290,6 +290,11 @@ func (s *service) CreatePaymentAfterChargeCreated(_ context.Context, _ *idem.Att
 	return CreatePayment201JSONResponse{Body: Payment{Id: "pay_1", OrderId: req.Body.OrderId, AmountCents: req.Body.AmountCents, Status: "succeeded"}, Headers: CreatePayment201ResponseHeaders{Location: "/payments/pay_1"}}, nil
 }
 
+// ReceivePaymentEvent acknowledges every event.
+func (s *service) ReceivePaymentEvent(_ context.Context, _ *idem.Attempt[memstore.NoTx], req ReceivePaymentEventRequestObject) (ReceivePaymentEventResponseObject, error) {
+	return ReceivePaymentEvent200JSONResponse{Type: req.Body.Type}, nil
+}
+
 // NewService is the service for the external conformance test.
 func NewService() IdempotentServer[memstore.NoTx] {
 	return &service{entered: make(chan struct{}, 1), release: make(chan struct{})}

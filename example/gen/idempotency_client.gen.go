@@ -47,3 +47,11 @@ func (c *IdempotentClient) CreatePayment(ctx context.Context, params *CreatePaym
 		return c.ClientInterface.CreatePayment(ctx, params, body, editors...)
 	})
 }
+
+// ReceivePaymentEvent sends POST /webhooks/psp as one logical call, retried as it is:
+// its key is in the request itself (from the webhook-id header).
+func (c *IdempotentClient) ReceivePaymentEvent(ctx context.Context, params *ReceivePaymentEventParams, body ReceivePaymentEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, idemclient.Call, error) {
+	return idemclient.Do(ctx, c.Options, func(ctx context.Context, _ string) (*http.Response, error) {
+		return c.ClientInterface.ReceivePaymentEvent(ctx, params, body, reqEditors...)
+	})
+}

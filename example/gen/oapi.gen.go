@@ -59,6 +59,31 @@ type Payment struct {
 	Status   string `json:"status"`
 }
 
+// PaymentEvent defines model for PaymentEvent.
+type PaymentEvent struct {
+	Data struct {
+		AmountCents *int64  `json:"amount_cents,omitempty"`
+		ChargeId    string  `json:"charge_id"`
+		Currency    *string `json:"currency,omitempty"`
+
+		// PaymentId The payment the charge was made for.
+		PaymentId string `json:"payment_id"`
+	} `json:"data"`
+	Timestamp time.Time `json:"timestamp"`
+
+	// Type payment.succeeded; others are acknowledged and ignored.
+	Type string `json:"type"`
+}
+
+// PaymentEventReceipt defines model for PaymentEventReceipt.
+type PaymentEventReceipt struct {
+	PaymentId *string `json:"payment_id,omitempty"`
+
+	// Settled Whether the event settled a payment.
+	Settled bool   `json:"settled"`
+	Type    string `json:"type"`
+}
+
 // Problem defines model for Problem.
 type Problem struct {
 	Detail *string `json:"detail,omitempty"`
@@ -108,6 +133,18 @@ type CreatePaymentParams struct {
 	XAccountId AccountId `json:"X-Account-Id"`
 }
 
+// ReceivePaymentEventParams defines parameters for ReceivePaymentEvent.
+type ReceivePaymentEventParams struct {
+	// WebhookId The event's id, the same in each of its deliveries.
+	WebhookId string `json:"webhook-id"`
+
+	// WebhookTimestamp When this delivery was signed, in Unix seconds.
+	WebhookTimestamp *int64 `json:"webhook-timestamp,omitempty"`
+
+	// WebhookSignature The delivery's signatures, such as v1,BASE64.
+	WebhookSignature *string `json:"webhook-signature,omitempty"`
+}
+
 // CreateOrderBaselineJSONRequestBody defines body for CreateOrderBaseline for application/json ContentType.
 type CreateOrderBaselineJSONRequestBody = NewOrder
 
@@ -116,6 +153,9 @@ type CreateOrderJSONRequestBody = NewOrder
 
 // CreatePaymentJSONRequestBody defines body for CreatePayment for application/json ContentType.
 type CreatePaymentJSONRequestBody = NewPayment
+
+// ReceivePaymentEventJSONRequestBody defines body for ReceivePaymentEvent for application/json ContentType.
+type ReceivePaymentEventJSONRequestBody = PaymentEvent
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -262,6 +302,38 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /payments (the `CreatePayment` operationId).
 	CreatePayment(ctx context.Context, params *CreatePaymentParams, body CreatePaymentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReceivePaymentEventWithBody Receive the payment provider's events
+	//
+	// The payment provider's webhook: it sends payment.succeeded once a
+	// charge is made, signed the Standard Webhooks way, and delivers it
+	// again under the same webhook-id until it gets a 2xx. Each event is
+	// processed once, keyed by its webhook-id, and its redeliveries get
+	// the stored answer. With a webhook secret configured, a request
+	// whose signature does not verify is a 401 before anything runs;
+	// without one, signatures are not checked, so that the route can be
+	// tried with curl.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /webhooks/psp (the `ReceivePaymentEvent` operationId).
+	ReceivePaymentEventWithBody(ctx context.Context, params *ReceivePaymentEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReceivePaymentEvent Receive the payment provider's events
+	//
+	// The payment provider's webhook: it sends payment.succeeded once a
+	// charge is made, signed the Standard Webhooks way, and delivers it
+	// again under the same webhook-id until it gets a 2xx. Each event is
+	// processed once, keyed by its webhook-id, and its redeliveries get
+	// the stored answer. With a webhook secret configured, a request
+	// whose signature does not verify is a 401 before anything runs;
+	// without one, signatures are not checked, so that the route can be
+	// tried with curl.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /webhooks/psp (the `ReceivePaymentEvent` operationId).
+	ReceivePaymentEvent(ctx context.Context, params *ReceivePaymentEventParams, body ReceivePaymentEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // CreateOrderBaselineWithBody Create an order, without idempotency
@@ -406,6 +478,58 @@ func (c *Client) CreatePaymentWithBody(ctx context.Context, params *CreatePaymen
 // Corresponds with POST /payments (the `CreatePayment` operationId).
 func (c *Client) CreatePayment(ctx context.Context, params *CreatePaymentParams, body CreatePaymentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreatePaymentRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReceivePaymentEventWithBody Receive the payment provider's events
+//
+// The payment provider's webhook: it sends payment.succeeded once a
+// charge is made, signed the Standard Webhooks way, and delivers it
+// again under the same webhook-id until it gets a 2xx. Each event is
+// processed once, keyed by its webhook-id, and its redeliveries get
+// the stored answer. With a webhook secret configured, a request
+// whose signature does not verify is a 401 before anything runs;
+// without one, signatures are not checked, so that the route can be
+// tried with curl.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /webhooks/psp (the `ReceivePaymentEvent` operationId).
+func (c *Client) ReceivePaymentEventWithBody(ctx context.Context, params *ReceivePaymentEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceivePaymentEventRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReceivePaymentEvent Receive the payment provider's events
+//
+// The payment provider's webhook: it sends payment.succeeded once a
+// charge is made, signed the Standard Webhooks way, and delivers it
+// again under the same webhook-id until it gets a 2xx. Each event is
+// processed once, keyed by its webhook-id, and its redeliveries get
+// the stored answer. With a webhook secret configured, a request
+// whose signature does not verify is a 401 before anything runs;
+// without one, signatures are not checked, so that the route can be
+// tried with curl.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /webhooks/psp (the `ReceivePaymentEvent` operationId).
+func (c *Client) ReceivePaymentEvent(ctx context.Context, params *ReceivePaymentEventParams, body ReceivePaymentEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceivePaymentEventRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -685,6 +809,81 @@ func NewCreatePaymentRequestWithBody(server string, params *CreatePaymentParams,
 	return req, nil
 }
 
+// NewReceivePaymentEventRequest calls the generic ReceivePaymentEvent builder with application/json body
+func NewReceivePaymentEventRequest(server string, params *ReceivePaymentEventParams, body ReceivePaymentEventJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReceivePaymentEventRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewReceivePaymentEventRequestWithBody constructs an http.Request for the ReceivePaymentEvent method, with any body, and a specified content type
+func NewReceivePaymentEventRequestWithBody(server string, params *ReceivePaymentEventParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/webhooks/psp")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		if params.WebhookTimestamp != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", *params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: "int64"})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("webhook-timestamp", headerParam1)
+		}
+
+		if params.WebhookSignature != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", *params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("webhook-signature", headerParam2)
+		}
+
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -804,6 +1003,38 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /payments (the `CreatePayment` operationId).
 	CreatePaymentWithResponse(ctx context.Context, params *CreatePaymentParams, body CreatePaymentJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePaymentResponse, error)
+
+	// ReceivePaymentEventWithBodyWithResponse Receive the payment provider's events
+	//
+	// The payment provider's webhook: it sends payment.succeeded once a
+	// charge is made, signed the Standard Webhooks way, and delivers it
+	// again under the same webhook-id until it gets a 2xx. Each event is
+	// processed once, keyed by its webhook-id, and its redeliveries get
+	// the stored answer. With a webhook secret configured, a request
+	// whose signature does not verify is a 401 before anything runs;
+	// without one, signatures are not checked, so that the route can be
+	// tried with curl.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /webhooks/psp (the `ReceivePaymentEvent` operationId).
+	ReceivePaymentEventWithBodyWithResponse(ctx context.Context, params *ReceivePaymentEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceivePaymentEventResponse, error)
+
+	// ReceivePaymentEventWithResponse Receive the payment provider's events
+	//
+	// The payment provider's webhook: it sends payment.succeeded once a
+	// charge is made, signed the Standard Webhooks way, and delivers it
+	// again under the same webhook-id until it gets a 2xx. Each event is
+	// processed once, keyed by its webhook-id, and its redeliveries get
+	// the stored answer. With a webhook secret configured, a request
+	// whose signature does not verify is a 401 before anything runs;
+	// without one, signatures are not checked, so that the route can be
+	// tried with curl.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /webhooks/psp (the `ReceivePaymentEvent` operationId).
+	ReceivePaymentEventWithResponse(ctx context.Context, params *ReceivePaymentEventParams, body ReceivePaymentEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceivePaymentEventResponse, error)
 }
 
 // CreateOrderBaselineResponse201Headers the declared response headers of an HTTP 201 response for CreateOrderBaseline
@@ -1144,6 +1375,61 @@ func (r CreatePaymentResponse) ContentType() string {
 	return ""
 }
 
+type ReceivePaymentEventResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PaymentEventReceipt
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReceivePaymentEventResponse) GetJSON200() *PaymentEventReceipt {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReceivePaymentEventResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ReceivePaymentEventResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ReceivePaymentEventResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReceivePaymentEventResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReceivePaymentEventResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReceivePaymentEventResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreateOrderBaselineWithBodyWithResponse Create an order, without idempotency
 //
 // The same insert as createOrder, not annotated: what benchmarks
@@ -1266,6 +1552,50 @@ func (c *ClientWithResponses) CreatePaymentWithResponse(ctx context.Context, par
 		return nil, err
 	}
 	return ParseCreatePaymentResponse(rsp)
+}
+
+// ReceivePaymentEventWithBodyWithResponse Receive the payment provider's events
+//
+// The payment provider's webhook: it sends payment.succeeded once a
+// charge is made, signed the Standard Webhooks way, and delivers it
+// again under the same webhook-id until it gets a 2xx. Each event is
+// processed once, keyed by its webhook-id, and its redeliveries get
+// the stored answer. With a webhook secret configured, a request
+// whose signature does not verify is a 401 before anything runs;
+// without one, signatures are not checked, so that the route can be
+// tried with curl.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /webhooks/psp (the `ReceivePaymentEvent` operationId).
+func (c *ClientWithResponses) ReceivePaymentEventWithBodyWithResponse(ctx context.Context, params *ReceivePaymentEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceivePaymentEventResponse, error) {
+	rsp, err := c.ReceivePaymentEventWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReceivePaymentEventResponse(rsp)
+}
+
+// ReceivePaymentEventWithResponse Receive the payment provider's events
+//
+// The payment provider's webhook: it sends payment.succeeded once a
+// charge is made, signed the Standard Webhooks way, and delivers it
+// again under the same webhook-id until it gets a 2xx. Each event is
+// processed once, keyed by its webhook-id, and its redeliveries get
+// the stored answer. With a webhook secret configured, a request
+// whose signature does not verify is a 401 before anything runs;
+// without one, signatures are not checked, so that the route can be
+// tried with curl.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /webhooks/psp (the `ReceivePaymentEvent` operationId).
+func (c *ClientWithResponses) ReceivePaymentEventWithResponse(ctx context.Context, params *ReceivePaymentEventParams, body ReceivePaymentEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceivePaymentEventResponse, error) {
+	rsp, err := c.ReceivePaymentEvent(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReceivePaymentEventResponse(rsp)
 }
 
 // ParseCreateOrderBaselineResponse parses an HTTP response from a CreateOrderBaselineWithResponse call
@@ -1549,6 +1879,46 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 	return response, nil
 }
 
+// ParseReceivePaymentEventResponse parses an HTTP response from a ReceivePaymentEventWithResponse call
+func ParseReceivePaymentEventResponse(rsp *http.Response) (*ReceivePaymentEventResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReceivePaymentEventResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PaymentEventReceipt
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// CreateOrderBaseline Create an order, without idempotency
@@ -1566,6 +1936,9 @@ type ServerInterface interface {
 	// CreatePayment Pay for an order
 	// (POST /payments)
 	CreatePayment(w http.ResponseWriter, r *http.Request, params CreatePaymentParams)
+	// ReceivePaymentEvent Receive the payment provider's events
+	// (POST /webhooks/psp)
+	ReceivePaymentEvent(w http.ResponseWriter, r *http.Request, params ReceivePaymentEventParams)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -1824,6 +2197,89 @@ func (siw *ServerInterfaceWrapper) CreatePayment(w http.ResponseWriter, r *http.
 	handler.ServeHTTP(w, r)
 }
 
+// ReceivePaymentEvent operation middleware
+func (siw *ServerInterfaceWrapper) ReceivePaymentEvent(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReceivePaymentEventParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "webhook-id" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("webhook-id")]; found {
+		var WebhookId string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "webhook-id", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "webhook-id", Err: err})
+			return
+		}
+
+		params.WebhookId = WebhookId
+
+	} else {
+		err := fmt.Errorf("Header parameter webhook-id is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "webhook-id", Err: err})
+		return
+	}
+
+	// ------------- Optional header parameter "webhook-timestamp" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+		var WebhookTimestamp int64
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "webhook-timestamp", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "webhook-timestamp", Err: err})
+			return
+		}
+
+		params.WebhookTimestamp = &WebhookTimestamp
+
+	}
+
+	// ------------- Optional header parameter "webhook-signature" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("webhook-signature")]; found {
+		var WebhookSignature string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "webhook-signature", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "webhook-signature", Err: err})
+			return
+		}
+
+		params.WebhookSignature = &WebhookSignature
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReceivePaymentEvent(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -1949,6 +2405,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/orders/{id}", wrapper.GetOrder)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/baseline/orders", wrapper.CreateOrderBaseline)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/payments", wrapper.CreatePayment)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/webhooks/psp", wrapper.ReceivePaymentEvent)
 
 	return m
 }
@@ -2339,6 +2796,57 @@ func (response CreatePayment404ApplicationProblemPlusJSONResponse) VisitCreatePa
 	return err
 }
 
+type ReceivePaymentEventRequestObject struct {
+	Params ReceivePaymentEventParams
+	Body   *ReceivePaymentEventJSONRequestBody
+}
+
+type ReceivePaymentEventResponseObject interface {
+	VisitReceivePaymentEventResponse(w http.ResponseWriter) error
+}
+
+type ReceivePaymentEvent200JSONResponse PaymentEventReceipt
+
+func (response ReceivePaymentEvent200JSONResponse) VisitReceivePaymentEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReceivePaymentEvent401ApplicationProblemPlusJSONResponse Problem
+
+func (response ReceivePaymentEvent401ApplicationProblemPlusJSONResponse) VisitReceivePaymentEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReceivePaymentEvent404ApplicationProblemPlusJSONResponse Problem
+
+func (response ReceivePaymentEvent404ApplicationProblemPlusJSONResponse) VisitReceivePaymentEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// CreateOrderBaseline Create an order, without idempotency
@@ -2356,6 +2864,9 @@ type StrictServerInterface interface {
 	// CreatePayment Pay for an order
 	// (POST /payments)
 	CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error)
+	// ReceivePaymentEvent Receive the payment provider's events
+	// (POST /webhooks/psp)
+	ReceivePaymentEvent(ctx context.Context, request ReceivePaymentEventRequestObject) (ReceivePaymentEventResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -2542,6 +3053,39 @@ func (sh *strictHandler) CreatePayment(w http.ResponseWriter, r *http.Request, p
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CreatePaymentResponseObject); ok {
 		if err := validResponse.VisitCreatePaymentResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReceivePaymentEvent operation middleware
+func (sh *strictHandler) ReceivePaymentEvent(w http.ResponseWriter, r *http.Request, params ReceivePaymentEventParams) {
+	var request ReceivePaymentEventRequestObject
+
+	request.Params = params
+
+	var body ReceivePaymentEventJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReceivePaymentEvent(ctx, request.(ReceivePaymentEventRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReceivePaymentEvent")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReceivePaymentEventResponseObject); ok {
+		if err := validResponse.VisitReceivePaymentEventResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

@@ -21,3 +21,15 @@ CREATE TABLE IF NOT EXISTS payments (
     status       text        NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'succeeded', 'declined')),
     created_at   timestamptz NOT NULL DEFAULT now()
 );
+
+-- One row each time a payment.succeeded event of the provider is
+-- processed: the idempotency layer makes that once per event, however
+-- often the provider redelivers it, and the tests count the rows.
+CREATE TABLE IF NOT EXISTS settlements (
+    id          bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    payment_id  text        NOT NULL REFERENCES payments (id),
+    charge_id   text        NOT NULL,
+    webhook_id  text        NOT NULL,
+    settled_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS settlements_payment_idx ON settlements (payment_id);

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 )
 
@@ -87,6 +88,34 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 		return Stats{}, fmt.Errorf("psp: stats: %w", err)
 	}
 	return s, nil
+}
+
+// Events reads the events the fake provider sent, with their
+// deliveries, from GET /v1/events.
+func (c *Client) Events(ctx context.Context) ([]Event, error) {
+	r, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+"/v1/events", nil)
+	if err != nil {
+		return nil, fmt.Errorf("psp: events: %w", err)
+	}
+	var events []Event
+	if err := c.do(r, &events, http.StatusOK); err != nil {
+		return nil, fmt.Errorf("psp: events: %w", err)
+	}
+	return events, nil
+}
+
+// Redeliver makes the fake provider deliver event id once more, as a
+// provider's dashboard does, and returns that delivery's answer.
+func (c *Client) Redeliver(ctx context.Context, id string) (Delivery, error) {
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+"/v1/events/"+url.PathEscape(id)+"/redeliver", nil)
+	if err != nil {
+		return Delivery{}, fmt.Errorf("psp: redeliver: %w", err)
+	}
+	var d Delivery
+	if err := c.do(r, &d, http.StatusOK); err != nil {
+		return Delivery{}, fmt.Errorf("psp: redeliver: %w", err)
+	}
+	return d, nil
 }
 
 // do sends r and decodes an answer with one of the ok statuses into v.

@@ -1,14 +1,19 @@
 // Package psp is the example's payment provider: a fake one that keeps
 // its charges in memory, and the client the example's createPayment uses
 // to charge it. Like a real provider, it makes each charge once per
-// Idempotency-Key and replays the answer to a retry.
+// Idempotency-Key and replays the answer to a retry; and, given a webhook
+// URL, it sends a payment.succeeded event for each charge, signed the
+// Standard Webhooks way, delivering it again until it gets a 2xx.
 package psp
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"strings"
 	"sync"
 )
 
@@ -40,11 +45,18 @@ type Stats struct {
 }
 
 // Fake is an in-memory payment provider serving POST /v1/charges and
-// GET /v1/stats. It is safe for concurrent use.
+// GET /v1/stats, and with webhooks GET /v1/events and POST
+// /v1/events/{id}/redeliver. It is safe for concurrent use.
 type Fake struct {
 	mu    sync.Mutex
 	keys  map[string]stored
 	stats Stats
+
+	hooks   *webhooks      // nil when it sends no events
+	events  []Event        // sent, oldest first
+	changed chan struct{}  // closed and replaced when an event changes
+	sending sync.WaitGroup // deliveries in the background
+	stop    context.CancelFunc
 }
 
 // stored is the first answer to an Idempotency-Key, with the request it
@@ -55,9 +67,32 @@ type stored struct {
 	body   []byte
 }
 
-// NewFake returns a provider with no charges.
+// NewFake returns a provider with no charges, which sends no events.
 func NewFake() *Fake {
-	return &Fake{keys: make(map[string]stored)}
+	return &Fake{keys: make(map[string]stored), changed: make(chan struct{}), stop: func() {}}
+}
+
+// NewFakeSending returns a provider with no charges, which sends an event
+// for each charge it makes as opts say. Close it to stop the deliveries.
+func NewFakeSending(opts WebhookOptions) (*Fake, error) {
+	if opts.URL == "" {
+		return nil, errors.New("psp: WebhookOptions.URL is empty; give the receiver's URL")
+	}
+	f := NewFake()
+	ctx, stop := context.WithCancel(context.Background())
+	hooks, err := newWebhooks(ctx, opts)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	f.hooks, f.stop = hooks, stop
+	return f, nil
+}
+
+// Close stops the deliveries in flight and waits for them to end.
+func (f *Fake) Close() {
+	f.stop()
+	f.sending.Wait()
 }
 
 // Stats returns the counts so far.
@@ -75,8 +110,12 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.charge(w, r)
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/stats":
 		writeJSON(w, http.StatusOK, f.Stats())
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/events":
+		writeJSON(w, http.StatusOK, f.Events())
+	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/events/") && strings.HasSuffix(r.URL.Path, "/redeliver"):
+		f.redeliver(w, strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/events/"), "/redeliver"))
 	default:
-		writeError(w, http.StatusNotFound, "not_found", "no such endpoint; the fake serves POST /v1/charges and GET /v1/stats")
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint; the fake serves POST /v1/charges, GET /v1/stats, GET /v1/events and POST /v1/events/{id}/redeliver")
 	}
 }
 
@@ -113,7 +152,26 @@ func (f *Fake) charge(w http.ResponseWriter, r *http.Request) {
 	if replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
+	if !replayed && s.status == http.StatusCreated && f.hooks != nil {
+		var c Charge
+		_ = json.Unmarshal(s.body, &c) // encoded by once
+		f.sendEvent(c)
+	}
 	writeBody(w, s.status, s.body)
+}
+
+// redeliver serves POST /v1/events/{id}/redeliver: the answer to one
+// more delivery of the event.
+func (f *Fake) redeliver(w http.ResponseWriter, id string) {
+	d, err := f.Redeliver(id)
+	switch {
+	case errors.Is(err, ErrNoEvent):
+		writeError(w, http.StatusNotFound, "not_found", "no event "+id+"; GET /v1/events lists them")
+	case err != nil:
+		writeError(w, http.StatusConflict, "no_webhooks", err.Error())
+	default:
+		writeJSON(w, http.StatusOK, d)
+	}
 }
 
 // once returns the answer stored for key, making the charge first if the

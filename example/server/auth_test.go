@@ -184,9 +184,10 @@ func TestAccountHeaderVerified(t *testing.T) {
 	e.expect(1, 1, 1)
 }
 
-// Every operation takes X-Account-Id, and every one checks it: another
-// account's token reads none of A's orders, pays for none of them and
-// creates none in A's name. A's own token still works on each.
+// Every operation that takes X-Account-Id checks it: another account's
+// token reads none of A's orders, pays for none of them and creates none
+// in A's name. A's own token still works on each. The provider's webhook,
+// signed instead, has TestWebhookSignature.
 func TestEveryOperationChecksTheAccount(t *testing.T) {
 	e := newEnv(t, nil)
 	created := e.post("acct_A", order, "k1")

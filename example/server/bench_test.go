@@ -121,6 +121,11 @@ func (s *benchService) CreatePaymentAfterChargeCreated(_ context.Context, at *id
 	return gen.CreatePayment201JSONResponse{Body: p, Headers: gen.CreatePayment201ResponseHeaders{Location: "/payments/" + p.Id}}, nil
 }
 
+// ReceivePaymentEvent acknowledges every event; the bench sends none.
+func (s *benchService) ReceivePaymentEvent(_ context.Context, _ *idem.Attempt[memstore.NoTx], req gen.ReceivePaymentEventRequestObject) (gen.ReceivePaymentEventResponseObject, error) {
+	return gen.ReceivePaymentEvent200JSONResponse{Type: req.Body.Type}, nil
+}
+
 // benchBody is a request body that can be rewound, so that one request
 // serves every iteration without allocating.
 type benchBody struct{ bytes.Reader }

@@ -83,6 +83,10 @@ func (s *historyService) GetOrder(context.Context, gen.GetOrderRequestObject) (g
 	return nil, errNotServed
 }
 
+func (s *historyService) ReceivePaymentEvent(context.Context, *idem.Attempt[pgx.Tx], gen.ReceivePaymentEventRequestObject) (gen.ReceivePaymentEventResponseObject, error) {
+	return nil, errNotServed
+}
+
 // TestHistoryOverHTTP runs the history checker over HTTP against the
 // example's generated handler on PostgreSQL, mounted as the example
 // mounts it: the scope in the X-Account-Id header parameter, bodies

@@ -72,6 +72,14 @@ type Config struct {
 	// Redis, everything else by PostgreSQL. A Redis that is down only
 	// costs its help.
 	RedisURL string
+	// Webhooks makes the in-process fake provider (no PSPURL) send its
+	// payment.succeeded events to this server's POST /webhooks/psp,
+	// signed with WebhookSecret, or with a random secret of its own.
+	Webhooks bool
+	// WebhookSecret, when set, is the provider's webhook secret (whsec_
+	// and base64): each delivery to POST /webhooks/psp must be signed
+	// with it, or it is a 401 before anything runs. "" verifies nothing.
+	WebhookSecret string
 	// AuthSecret is the secret of the API's bearer tokens (see Token):
 	// every request must carry the token of the account in its
 	// X-Account-Id. "" is DemoSecret, which is public: Start warns.
@@ -86,6 +94,9 @@ type Server struct {
 	// PSPURL is the payment provider's base URL: Config.PSPURL, or the
 	// fake one started in this process.
 	PSPURL string
+	// Fake is the fake provider started in this process; nil with
+	// Config.PSPURL.
+	Fake *psp.Fake
 
 	http  *http.Server
 	psp   *http.Server // the in-process fake provider, if any
@@ -231,16 +242,17 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	if s.PSPURL == "" {
-		if err := s.startFakePSP(log); err != nil {
-			return err
-		}
-	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w; pick another address with -addr", addr, err)
 	}
 	s.URL = "http://" + ln.Addr().String()
+	if s.PSPURL == "" {
+		if err := s.startFakePSP(log, cfg); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	crash := crasher(cfg.CrashAt, log)
 	svc := &orders.Service{
 		Pool:      s.pool,
@@ -267,7 +279,16 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 	if cfg.AuthSecret == "" {
 		log.Warn("orders-api: bearer tokens are made with the public demo secret, so anyone can make any account's; set a secret of your own (orders-api: ORDERS_AUTH_SECRET) anywhere but on your own machine")
 	}
-	mux.Handle("/", handler(svc, pgstore.New(s.pool, storeOpts), idem.Options{Logger: log, Tracer: tel.tracer}, cfg.AuthSecret, middlewares...))
+	api := handler(svc, pgstore.New(s.pool, storeOpts), idem.Options{Logger: log, Tracer: tel.tracer}, cfg.AuthSecret, middlewares...)
+	if cfg.WebhookSecret != "" {
+		if api, err = VerifyWebhooks(cfg.WebhookSecret, api); err != nil {
+			ln.Close()
+			return fmt.Errorf("the webhook secret cannot be used: %w; give the provider's, whsec_ followed by base64", err)
+		}
+	} else {
+		log.Warn("orders-api: the payment provider's webhooks are not verified; set its secret (orders-api: ORDERS_WEBHOOK_SECRET) anywhere but on your own machine")
+	}
+	mux.Handle("/", api)
 	mux.Handle("GET /metrics", tel.metrics)
 	if cfg.Routes != nil {
 		if err := cfg.Routes(ctx, s.pool, mux); err != nil {
@@ -287,11 +308,11 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 	if stats != nil {
 		stats.mount(s.http, s.pool)
 	}
-	api := s.http.Handler
+	served := s.http.Handler
 	s.http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.inFlight.Add(1)
 		defer s.inFlight.Add(-1)
-		api.ServeHTTP(w, r)
+		served.ServeHTTP(w, r)
 	})
 	// Shutdown runs this once it has closed the listener.
 	s.http.RegisterOnShutdown(func() { close(s.refusing) })
@@ -324,14 +345,21 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 }
 
 // startFakePSP serves the example's fake payment provider on a free
-// loopback port.
-func (s *Server) startFakePSP(log *slog.Logger) error {
+// loopback port; with cfg.Webhooks, it sends its events to this server.
+func (s *Server) startFakePSP(log *slog.Logger, cfg Config) error {
+	s.Fake = psp.NewFake()
+	if cfg.Webhooks {
+		var err error
+		if s.Fake, err = psp.NewFakeSending(psp.WebhookOptions{URL: s.URL + webhookPath, Secret: cfg.WebhookSecret}); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("listen for the fake payment provider: %w", err)
 	}
 	s.PSPURL = "http://" + ln.Addr().String()
-	s.psp = &http.Server{Handler: psp.NewFake(), ReadHeaderTimeout: 10 * time.Second}
+	s.psp = &http.Server{Handler: s.Fake, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.psp.Serve(ln) }()
 	log.Info("orders-api: started the fake payment provider", "url", s.PSPURL)
 	return nil
@@ -427,6 +455,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 		pspCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		errs = append(errs, s.psp.Shutdown(pspCtx))
 		cancel()
+		s.Fake.Close() // its deliveries to this server, which has stopped
 	}
 	if s.pool != nil {
 		// Waits for the connections of requests cut off to come back:

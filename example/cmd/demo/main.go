@@ -5,7 +5,8 @@
 // before any key is claimed) and another account's token with the first
 // call's account and key (403, before any key is looked up); then a
 // phased payment charged at a fake payment provider, its replay, and a
-// stored decline.
+// stored decline; then the provider's signed webhook for the charge,
+// keyed by its webhook-id, and a redelivery of it answered from the store.
 //
 // At the end it shows what the server counted at GET /metrics.
 //
@@ -64,7 +65,11 @@ func run(out io.Writer) error {
 		Throwaway:   true, // on the local PostgreSQL, a database of its own, dropped at the end
 		WorkDelay:   workDelay,
 		AuthSecret:  secret,
-		Logger:      log,
+		// The in-process provider signs its events with a secret of this
+		// run's, which the server verifies.
+		Webhooks:      true,
+		WebhookSecret: psp.NewWebhookSecret(),
+		Logger:        log,
 	})
 	if err != nil {
 		return err
@@ -190,6 +195,9 @@ func run(out io.Writer) error {
 	if err := payments(out, srv, token, o.ID); err != nil {
 		return err
 	}
+	if err := webhook(out, srv); err != nil {
+		return err
+	}
 	return metrics(out, srv.URL)
 }
 
@@ -204,7 +212,7 @@ func metrics(out io.Writer, url string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\n10. What the server counted: GET %s/metrics | grep idem_requests_total\n", url)
+	fmt.Fprintf(out, "\n11. What the server counted: GET %s/metrics | grep idem_requests_total\n", url)
 	n := 0
 	for _, line := range strings.Split(string(text), "\n") {
 		if strings.HasPrefix(line, "idem_requests_total{") {
@@ -259,6 +267,30 @@ func payments(out io.Writer, srv *server.Server, token, orderID string) error {
 	fmt.Fprintf(out, "The payment provider received %d charge requests: %d charge made, %d declined (four calls, two keys).\n", stats.Requests, stats.Charges, stats.Declines)
 	if stats != (psp.Stats{Requests: 2, Charges: 1, Declines: 1}) {
 		return fmt.Errorf("expected 2 requests, 1 charge and 1 decline at the provider, got %+v", stats)
+	}
+	return nil
+}
+
+// webhook shows the provider's payment.succeeded event for the charge of
+// step 8, which it delivered to POST /webhooks/psp, and a redelivery.
+func webhook(out io.Writer, srv *server.Server) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ev, err := srv.Fake.WaitEvent(ctx, func(ev psp.Event) bool { return ev.Done })
+	if err != nil {
+		return fmt.Errorf("the provider's webhook was not delivered: %w", err)
+	}
+	first := ev.Deliveries[len(ev.Deliveries)-1]
+	fmt.Fprintf(out, "\n10. The provider's webhook for the charge: POST /webhooks/psp, webhook-id: %s (signed, verified)\n", ev.ID)
+	fmt.Fprintf(out, "   → %d %s\n     %s\n\n", first.Status, http.StatusText(first.Status), strings.TrimSpace(first.Body))
+	fmt.Fprintln(out, "   The provider redelivers it (same webhook-id, a new timestamp and signature):")
+	again, err := (&psp.Client{BaseURL: srv.PSPURL}).Redeliver(ctx, ev.ID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "   → %d %s, Idempotent-Replayed: %v\n     %s\n", again.Status, http.StatusText(again.Status), again.Replayed, strings.TrimSpace(again.Body))
+	if first.Status != http.StatusOK || again.Status != http.StatusOK || !again.Replayed || again.Body != first.Body {
+		return fmt.Errorf("the redelivery was answered %+v, want the first delivery's answer %+v, replayed", again, first)
 	}
 	return nil
 }

@@ -18,6 +18,13 @@
 // the secret tokens are made with (default: the public demo secret), and
 // -token prints an account's token under it.
 //
+// The payment provider's webhook, POST /webhooks/psp, is keyed by the
+// event's webhook-id: each event settles its payment once, and a
+// redelivery gets the stored answer. The in-process fake provider sends
+// its events there (-webhooks=false stops it). PSP_WEBHOOK_SECRET is the
+// provider's webhook secret: with it, a delivery whose Standard Webhooks
+// signature does not verify is a 401; without it nothing is verified.
+//
 // On SIGTERM or an interrupt it drains: it refuses new connections at
 // once, lets the requests in flight finish and store their responses for
 // up to -drain-timeout, then stops its janitor and exits 0. Requests still
@@ -49,6 +56,10 @@ import (
 // not show in the process list.
 const authSecretEnv = "ORDERS_AUTH_SECRET"
 
+// webhookSecretEnv names the variable that holds the payment provider's
+// webhook secret, which fake-psp reads too.
+const webhookSecretEnv = "PSP_WEBHOOK_SECRET"
+
 // usage comes before the flags in -h.
 const usage = `Usage: orders-api [flags]
        orders-api -token ACCOUNT
@@ -70,6 +81,9 @@ Environment:
                       account's token; set a long random one, such as
                       the output of openssl rand -hex 32, anywhere but on
                       your own machine)
+  PSP_WEBHOOK_SECRET  the payment provider's webhook secret (whsec_ and
+                      base64): deliveries to POST /webhooks/psp must be
+                      signed with it (default: none, nothing verified)
 
 Flags:
 `
@@ -89,6 +103,7 @@ func main() {
 	completeAfter := flag.Duration("complete-after", 0, "finish a payment its client abandoned this long after its lease passed (default: the spec's complete-after, 10m)")
 	completerInterval := flag.Duration("completer-interval", time.Minute, "time between the completer's runs")
 	redisURL := flag.String("redis-url", "", "put a Redis replay filter in front of the key store, such as redis://127.0.0.1:6379/0: replays of completed keys are answered from Redis, everything else by PostgreSQL (default: none)")
+	webhooks := flag.Bool("webhooks", true, "have the in-process fake payment provider send its payment.succeeded events to this API's POST /webhooks/psp")
 	benchPeers := flag.Bool("bench-peers", false, "also serve the benchmark's hand-written idempotency designs under /peer/ and its four-statement endpoint under /realistic/ (for go run ./bench)")
 	flag.Parse()
 	secret := os.Getenv(authSecretEnv)
@@ -116,6 +131,8 @@ func main() {
 		CompleterInterval: *completerInterval,
 		RedisURL:          *redisURL,
 		AuthSecret:        secret,
+		Webhooks:          *webhooks,
+		WebhookSecret:     os.Getenv(webhookSecretEnv),
 		Logger:            log,
 	}
 	if *benchPeers {

@@ -36,6 +36,8 @@ type IdempotentServer[T any] interface {
 	GetOrder(ctx context.Context, request GetOrderRequestObject) (GetOrderResponseObject, error)
 	// CreatePayment serves POST /payments: idempotent, phased (payment_created, charge_created), key required, responses kept 24h, keys scoped by header X-Account-Id.
 	CreatePaymentPhases[T]
+	// ReceivePaymentEvent serves POST /webhooks/psp: idempotent, key required (from the webhook-id header), responses kept 7d, keys unscoped (scope: none).
+	ReceivePaymentEvent(ctx context.Context, at *idem.Attempt[T], request ReceivePaymentEventRequestObject) (ReceivePaymentEventResponseObject, error)
 }
 
 // CreatePaymentPoint is a recovery point of createPayment: the phases
@@ -226,6 +228,13 @@ var idempotentRoutes = map[string]bodyGate{
 		Accept:      []string{"application/json"},
 		JSON:        []string{"application/json"},
 	}},
+	"POST /webhooks/psp": {annotated: 65536, fallback: idem.DefaultMaxJSONBodyBytes, gate: idem.Gate{
+		Operation:   "receivePaymentEvent",
+		Key:         []idem.KeySource{{In: idem.KeyInHeader, Name: "webhook-id"}},
+		KeyRequired: true,
+		Accept:      []string{"application/json"},
+		JSON:        []string{"application/json"},
+	}},
 }
 
 // routeGates hands each annotated operation's route its gate as the router
@@ -314,6 +323,45 @@ const requestSchemas = `{
           "amount_cents"
         ],
         "type": "object"
+      },
+      "PaymentEvent": {
+        "properties": {
+          "data": {
+            "properties": {
+              "amount_cents": {
+                "format": "int64",
+                "type": "integer"
+              },
+              "charge_id": {
+                "type": "string"
+              },
+              "currency": {
+                "type": "string"
+              },
+              "payment_id": {
+                "type": "string"
+              }
+            },
+            "required": [
+              "payment_id",
+              "charge_id"
+            ],
+            "type": "object"
+          },
+          "timestamp": {
+            "format": "date-time",
+            "type": "string"
+          },
+          "type": {
+            "type": "string"
+          }
+        },
+        "required": [
+          "type",
+          "timestamp",
+          "data"
+        ],
+        "type": "object"
       }
     }
   },
@@ -374,6 +422,48 @@ const requestSchemas = `{
         },
         "responses": {}
       }
+    },
+    "/webhooks/psp": {
+      "post": {
+        "operationId": "receivePaymentEvent",
+        "parameters": [
+          {
+            "in": "header",
+            "name": "webhook-id",
+            "required": true,
+            "schema": {
+              "maxLength": 255,
+              "type": "string"
+            }
+          },
+          {
+            "in": "header",
+            "name": "webhook-timestamp",
+            "schema": {
+              "format": "int64",
+              "type": "integer"
+            }
+          },
+          {
+            "in": "header",
+            "name": "webhook-signature",
+            "schema": {
+              "type": "string"
+            }
+          }
+        ],
+        "requestBody": {
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/PaymentEvent"
+              }
+            }
+          },
+          "required": true
+        },
+        "responses": {}
+      }
     }
   }
 }`
@@ -413,6 +503,12 @@ func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store
 			CompleteAfter:  10 * time.Minute,
 			ScopeHeader:    "X-Account-Id",
 		},
+		receivePaymentEventOp: idem.Operation{
+			Name:    "receivePaymentEvent",
+			KeyFrom: []idem.KeySource{{In: idem.KeyInHeader, Name: "webhook-id"}},
+			TTL:     168 * time.Hour,
+			Lease:   time.Minute,
+		},
 	}
 }
 
@@ -444,10 +540,11 @@ func NewIdempotentCompleter[T any](impl IdempotentServer[T], store idem.Store[T]
 }
 
 type idempotentServer[T any] struct {
-	impl            IdempotentServer[T]
-	engine          *idem.Engine[T]
-	createOrderOp   idem.Operation
-	createPaymentOp idem.Operation
+	impl                  IdempotentServer[T]
+	engine                *idem.Engine[T]
+	createOrderOp         idem.Operation
+	createPaymentOp       idem.Operation
+	receivePaymentEventOp idem.Operation
 }
 
 func (s *idempotentServer[T]) CreateOrderBaseline(ctx context.Context, request CreateOrderBaselineRequestObject) (CreateOrderBaselineResponseObject, error) {
@@ -534,6 +631,36 @@ func (a createPaymentAnswer) VisitCreatePaymentResponse(w http.ResponseWriter) e
 	return a.Write(w)
 }
 
+func (s *idempotentServer[T]) ReceivePaymentEvent(ctx context.Context, request ReceivePaymentEventRequestObject) (ReceivePaymentEventResponseObject, error) {
+	if err := idem.EndBody(ctx); err != nil { // decoded already
+		return nil, err
+	}
+	fingerprint, err := receivePaymentEventFingerprint(ctx, request)
+	if err != nil {
+		return nil, err
+	}
+	ctx = idem.WithKey(ctx, receivePaymentEventKey(request)...)
+	resp, err := s.engine.Serve(ctx, &s.receivePaymentEventOp, fingerprint, func(ctx context.Context, at *idem.Attempt[T]) (idem.Writer, error) {
+		r, err := s.impl.ReceivePaymentEvent(ctx, at, request)
+		if r == nil {
+			return nil, err
+		}
+		return r.VisitReceivePaymentEventResponse, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return receivePaymentEventAnswer{resp}, nil
+}
+
+// receivePaymentEventAnswer answers ReceivePaymentEvent with what the protocol produced:
+// the handler's response as stored, a replay, or a problem.
+type receivePaymentEventAnswer struct{ *idem.Response }
+
+func (a receivePaymentEventAnswer) VisitReceivePaymentEventResponse(w http.ResponseWriter) error {
+	return a.Write(w)
+}
+
 // createOrderFingerprint is the fingerprint of a request to createOrder:
 // its canonical form (see idem.Fingerprint), written field by field
 // from the typed request.
@@ -602,6 +729,61 @@ func canonicalNewPayment(w *idem.CanonicalWriter, v *NewPayment) {
 	w.EndObject()
 }
 
+// receivePaymentEventFingerprint is the fingerprint of a request to receivePaymentEvent:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func receivePaymentEventFingerprint(ctx context.Context, request ReceivePaymentEventRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("body")
+	if request.Body == nil {
+		w.Null()
+	} else {
+		canonicalPaymentEvent(w, request.Body)
+	}
+	w.Key("header")
+	w.BeginObject()
+	w.Key("webhook-id")
+	w.String(request.Params.WebhookId)
+	w.EndObject()
+	w.Key("operation")
+	w.String("receivePaymentEvent")
+	w.EndObject()
+	return w.Sum()
+}
+
+// canonicalPaymentEvent writes *v in canonical form.
+func canonicalPaymentEvent(w *idem.CanonicalWriter, v *PaymentEvent) {
+	w.BeginObject()
+	w.Key("data")
+	w.BeginObject()
+	if v.Data.AmountCents != nil {
+		w.Key("amount_cents")
+		w.Int(*v.Data.AmountCents)
+	}
+	w.Key("charge_id")
+	w.String(v.Data.ChargeId)
+	if v.Data.Currency != nil {
+		w.Key("currency")
+		w.String(*v.Data.Currency)
+	}
+	w.Key("payment_id")
+	w.String(v.Data.PaymentId)
+	w.EndObject()
+	w.Key("timestamp")
+	w.Time(v.Timestamp)
+	w.Key("type")
+	w.String(v.Type)
+	w.EndObject()
+}
+
+// receivePaymentEventKey reads the key of a request to receivePaymentEvent from the webhook-id header.
+func receivePaymentEventKey(request ReceivePaymentEventRequestObject) []idem.KeyValue {
+	key := make([]idem.KeyValue, 1)
+	key[0] = idem.KeyValue{Value: request.Params.WebhookId, Present: true}
+	return key
+}
+
 // idemgen:contract v1
 //
 // How the keys of each annotated operation are scoped and what their
@@ -622,3 +804,10 @@ func canonicalNewPayment(w *idem.CanonicalWriter, v *NewPayment) {
 //	scope header X-Account-Id
 //	param header X-Account-Id string
 //	body application/json #5b03d66dca0f3935 amount_cents order_id
+// operation receivePaymentEvent POST /webhooks/psp
+//	scope none
+//	key header webhook-id
+//	param header webhook-id string
+//	param header webhook-signature excluded
+//	param header webhook-timestamp excluded
+//	body application/json #52df42baf9606f3e data timestamp type

@@ -23,6 +23,9 @@ import (
 // Requests are the requests Check sends, one per annotated operation. A
 // nil field uses the request built from the spec's examples; Check fails,
 // saying what the spec lacks, when it has none.
+//
+// The operations that read their key from elsewhere than the
+// Idempotency-Key header (receivePaymentEvent) are not checked here yet.
 type Requests struct {
 	// CreateOrder is a valid POST /orders.
 	CreateOrder *idemtest.Request
@@ -98,8 +101,9 @@ func (c *counter) hooks() idemtest.Hooks {
 // check then finds any that did not.
 type counted[T any] struct {
 	kinds.IdempotentServer[T]
-	createOrderOp   counter
-	createPaymentOp counter
+	createOrderOp         counter
+	createPaymentOp       counter
+	receivePaymentEventOp counter
 }
 
 func (s *counted[T]) CreateOrder(ctx context.Context, at *idem.Attempt[T], request kinds.CreateOrderRequestObject) (kinds.CreateOrderResponseObject, error) {
@@ -120,4 +124,14 @@ func (s *counted[T]) CreatePayment(ctx context.Context, at *idem.Attempt[T], req
 		return kinds.CreatePaymentStep{}, errFailNext
 	}
 	return step, err
+}
+
+func (s *counted[T]) ReceivePaymentEvent(ctx context.Context, at *idem.Attempt[T], request kinds.ReceivePaymentEventRequestObject) (kinds.ReceivePaymentEventResponseObject, error) {
+	s.receivePaymentEventOp.runs.Add(1)
+	s.receivePaymentEventOp.db.Observe(at.Tx())
+	resp, err := s.IdempotentServer.ReceivePaymentEvent(ctx, at, request)
+	if s.receivePaymentEventOp.fail.CompareAndSwap(true, false) {
+		return nil, errFailNext
+	}
+	return resp, err
 }
