@@ -290,6 +290,11 @@ func (s *service) CreatePaymentAfterChargeCreated(_ context.Context, _ *idem.Att
 	return CreatePayment201JSONResponse{Body: Payment{Id: "pay_1", OrderId: req.Body.OrderId, AmountCents: req.Body.AmountCents, Status: "succeeded"}, Headers: CreatePayment201ResponseHeaders{Location: "/payments/pay_1"}}, nil
 }
 
+// ImportOrders answers with the purchase order's number.
+func (s *service) ImportOrders(_ context.Context, _ *idem.Attempt[memstore.NoTx], req ImportOrdersRequestObject) (ImportOrdersResponseObject, error) {
+	return ImportOrders201JSONResponse{PoNumber: req.Body.PoNumber, Orders: []Order{}}, nil
+}
+
 // ReceivePaymentEvent acknowledges every event.
 func (s *service) ReceivePaymentEvent(_ context.Context, _ *idem.Attempt[memstore.NoTx], req ReceivePaymentEventRequestObject) (ReceivePaymentEventResponseObject, error) {
 	return ReceivePaymentEvent200JSONResponse{Type: req.Body.Type}, nil

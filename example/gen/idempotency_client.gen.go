@@ -39,6 +39,14 @@ func (c *IdempotentClient) CreateOrder(ctx context.Context, params *CreateOrderP
 	})
 }
 
+// ImportOrders sends POST /orders/imports as one logical call, retried as it is:
+// its key is in the request itself (from /po_number in the body).
+func (c *IdempotentClient) ImportOrders(ctx context.Context, params *ImportOrdersParams, body ImportOrdersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, idemclient.Call, error) {
+	return idemclient.Do(ctx, c.Options, func(ctx context.Context, _ string) (*http.Response, error) {
+		return c.ClientInterface.ImportOrders(ctx, params, body, reqEditors...)
+	})
+}
+
 // CreatePayment sends POST /payments as one logical call, retried with one
 // Idempotency-Key.
 func (c *IdempotentClient) CreatePayment(ctx context.Context, params *CreatePaymentParams, body CreatePaymentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, idemclient.Call, error) {

@@ -20,6 +20,12 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Import defines model for Import.
+type Import struct {
+	Orders   []Order `json:"orders"`
+	PoNumber string  `json:"po_number"`
+}
+
 // NewOrder defines model for NewOrder.
 type NewOrder struct {
 	AmountCents int64  `json:"amount_cents"`
@@ -41,6 +47,15 @@ type Order struct {
 	Currency    string    `json:"currency"`
 	CustomerId  string    `json:"customer_id"`
 	Id          string    `json:"id"`
+}
+
+// OrderLine An order of a purchase order. Its amount is checked by the spec,
+// before the purchase order's number is claimed: a purchase order
+// with a bad line is refused without using up its number.
+type OrderLine struct {
+	AmountCents int64  `json:"amount_cents"`
+	Currency    string `json:"currency"`
+	CustomerId  string `json:"customer_id"`
 }
 
 // OrderList defines model for OrderList.
@@ -92,6 +107,12 @@ type Problem struct {
 	Type   string  `json:"type"`
 }
 
+// PurchaseOrder defines model for PurchaseOrder.
+type PurchaseOrder struct {
+	Lines    []OrderLine `json:"lines"`
+	PoNumber string      `json:"po_number"`
+}
+
 // AccountId defines model for AccountId.
 type AccountId = string
 
@@ -117,6 +138,12 @@ type ListOrdersParams struct {
 
 // CreateOrderParams defines parameters for CreateOrder.
 type CreateOrderParams struct {
+	// XAccountId The caller's account; idempotency keys are scoped to it.
+	XAccountId AccountId `json:"X-Account-Id"`
+}
+
+// ImportOrdersParams defines parameters for ImportOrders.
+type ImportOrdersParams struct {
 	// XAccountId The caller's account; idempotency keys are scoped to it.
 	XAccountId AccountId `json:"X-Account-Id"`
 }
@@ -150,6 +177,9 @@ type CreateOrderBaselineJSONRequestBody = NewOrder
 
 // CreateOrderJSONRequestBody defines body for CreateOrder for application/json ContentType.
 type CreateOrderJSONRequestBody = NewOrder
+
+// ImportOrdersJSONRequestBody defines body for ImportOrders for application/json ContentType.
+type ImportOrdersJSONRequestBody = PurchaseOrder
 
 // CreatePaymentJSONRequestBody defines body for CreatePayment for application/json ContentType.
 type CreatePaymentJSONRequestBody = NewPayment
@@ -269,6 +299,34 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /orders (the `CreateOrder` operationId).
 	CreateOrder(ctx context.Context, params *CreateOrderParams, body CreateOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ImportOrdersWithBody Import a purchase order's lines as orders
+	//
+	// Creates one order per line of a purchase order, keyed by the
+	// purchase order's number rather than an Idempotency-Key: importing
+	// a purchase order again creates nothing and answers as the first
+	// import did, and the same number with other lines is a 422. The
+	// number is the customer's own, so reuse it only for the same
+	// purchase order.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /orders/imports (the `ImportOrders` operationId).
+	ImportOrdersWithBody(ctx context.Context, params *ImportOrdersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ImportOrders Import a purchase order's lines as orders
+	//
+	// Creates one order per line of a purchase order, keyed by the
+	// purchase order's number rather than an Idempotency-Key: importing
+	// a purchase order again creates nothing and answers as the first
+	// import did, and the same number with other lines is a 422. The
+	// number is the customer's own, so reuse it only for the same
+	// purchase order.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /orders/imports (the `ImportOrders` operationId).
+	ImportOrders(ctx context.Context, params *ImportOrdersParams, body ImportOrdersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetOrder Get an order
 	//
@@ -415,6 +473,54 @@ func (c *Client) CreateOrderWithBody(ctx context.Context, params *CreateOrderPar
 // Corresponds with POST /orders (the `CreateOrder` operationId).
 func (c *Client) CreateOrder(ctx context.Context, params *CreateOrderParams, body CreateOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateOrderRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ImportOrdersWithBody Import a purchase order's lines as orders
+//
+// Creates one order per line of a purchase order, keyed by the
+// purchase order's number rather than an Idempotency-Key: importing
+// a purchase order again creates nothing and answers as the first
+// import did, and the same number with other lines is a 422. The
+// number is the customer's own, so reuse it only for the same
+// purchase order.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /orders/imports (the `ImportOrders` operationId).
+func (c *Client) ImportOrdersWithBody(ctx context.Context, params *ImportOrdersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewImportOrdersRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ImportOrders Import a purchase order's lines as orders
+//
+// Creates one order per line of a purchase order, keyed by the
+// purchase order's number rather than an Idempotency-Key: importing
+// a purchase order again creates nothing and answers as the first
+// import did, and the same number with other lines is a 422. The
+// number is the customer's own, so reuse it only for the same
+// purchase order.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /orders/imports (the `ImportOrders` operationId).
+func (c *Client) ImportOrders(ctx context.Context, params *ImportOrdersParams, body ImportOrdersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewImportOrdersRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -709,6 +815,59 @@ func NewCreateOrderRequestWithBody(server string, params *CreateOrderParams, con
 	return req, nil
 }
 
+// NewImportOrdersRequest calls the generic ImportOrders builder with application/json body
+func NewImportOrdersRequest(server string, params *ImportOrdersParams, body ImportOrdersJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewImportOrdersRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewImportOrdersRequestWithBody constructs an http.Request for the ImportOrders method, with any body, and a specified content type
+func NewImportOrdersRequestWithBody(server string, params *ImportOrdersParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/orders/imports")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Account-Id", params.XAccountId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("X-Account-Id", headerParam0)
+
+	}
+
+	return req, nil
+}
+
 // NewGetOrderRequest constructs an http.Request for the GetOrder method
 func NewGetOrderRequest(server string, id string, params *GetOrderParams) (*http.Request, error) {
 	var err error
@@ -969,6 +1128,34 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /orders (the `CreateOrder` operationId).
 	CreateOrderWithResponse(ctx context.Context, params *CreateOrderParams, body CreateOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateOrderResponse, error)
 
+	// ImportOrdersWithBodyWithResponse Import a purchase order's lines as orders
+	//
+	// Creates one order per line of a purchase order, keyed by the
+	// purchase order's number rather than an Idempotency-Key: importing
+	// a purchase order again creates nothing and answers as the first
+	// import did, and the same number with other lines is a 422. The
+	// number is the customer's own, so reuse it only for the same
+	// purchase order.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /orders/imports (the `ImportOrders` operationId).
+	ImportOrdersWithBodyWithResponse(ctx context.Context, params *ImportOrdersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ImportOrdersResponse, error)
+
+	// ImportOrdersWithResponse Import a purchase order's lines as orders
+	//
+	// Creates one order per line of a purchase order, keyed by the
+	// purchase order's number rather than an Idempotency-Key: importing
+	// a purchase order again creates nothing and answers as the first
+	// import did, and the same number with other lines is a 422. The
+	// number is the customer's own, so reuse it only for the same
+	// purchase order.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /orders/imports (the `ImportOrders` operationId).
+	ImportOrdersWithResponse(ctx context.Context, params *ImportOrdersParams, body ImportOrdersJSONRequestBody, reqEditors ...RequestEditorFn) (*ImportOrdersResponse, error)
+
 	// GetOrderWithResponse Get an order
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -1224,6 +1411,61 @@ func (r CreateOrderResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateOrderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ImportOrdersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Import
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r ImportOrdersResponse) GetJSON201() *Import {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ImportOrdersResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ImportOrdersResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r ImportOrdersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ImportOrdersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ImportOrdersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ImportOrdersResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -1501,6 +1743,46 @@ func (c *ClientWithResponses) CreateOrderWithResponse(ctx context.Context, param
 	return ParseCreateOrderResponse(rsp)
 }
 
+// ImportOrdersWithBodyWithResponse Import a purchase order's lines as orders
+//
+// Creates one order per line of a purchase order, keyed by the
+// purchase order's number rather than an Idempotency-Key: importing
+// a purchase order again creates nothing and answers as the first
+// import did, and the same number with other lines is a 422. The
+// number is the customer's own, so reuse it only for the same
+// purchase order.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /orders/imports (the `ImportOrders` operationId).
+func (c *ClientWithResponses) ImportOrdersWithBodyWithResponse(ctx context.Context, params *ImportOrdersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ImportOrdersResponse, error) {
+	rsp, err := c.ImportOrdersWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseImportOrdersResponse(rsp)
+}
+
+// ImportOrdersWithResponse Import a purchase order's lines as orders
+//
+// Creates one order per line of a purchase order, keyed by the
+// purchase order's number rather than an Idempotency-Key: importing
+// a purchase order again creates nothing and answers as the first
+// import did, and the same number with other lines is a 422. The
+// number is the customer's own, so reuse it only for the same
+// purchase order.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /orders/imports (the `ImportOrders` operationId).
+func (c *ClientWithResponses) ImportOrdersWithResponse(ctx context.Context, params *ImportOrdersParams, body ImportOrdersJSONRequestBody, reqEditors ...RequestEditorFn) (*ImportOrdersResponse, error) {
+	rsp, err := c.ImportOrders(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseImportOrdersResponse(rsp)
+}
+
 // GetOrderWithResponse Get an order
 //
 // Returns a wrapper object for the known response body format(s).
@@ -1758,6 +2040,46 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 	return response, nil
 }
 
+// ParseImportOrdersResponse parses an HTTP response from a ImportOrdersWithResponse call
+func ParseImportOrdersResponse(rsp *http.Response) (*ImportOrdersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ImportOrdersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Import
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetOrderResponse parses an HTTP response from a GetOrderWithResponse call
 func ParseGetOrderResponse(rsp *http.Response) (*GetOrderResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -1930,6 +2252,9 @@ type ServerInterface interface {
 	// CreateOrder Create an order
 	// (POST /orders)
 	CreateOrder(w http.ResponseWriter, r *http.Request, params CreateOrderParams)
+	// ImportOrders Import a purchase order's lines as orders
+	// (POST /orders/imports)
+	ImportOrders(w http.ResponseWriter, r *http.Request, params ImportOrdersParams)
 	// GetOrder Get an order
 	// (GET /orders/{id})
 	GetOrder(w http.ResponseWriter, r *http.Request, id string, params GetOrderParams)
@@ -2089,6 +2414,51 @@ func (siw *ServerInterfaceWrapper) CreateOrder(w http.ResponseWriter, r *http.Re
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CreateOrder(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ImportOrders operation middleware
+func (siw *ServerInterfaceWrapper) ImportOrders(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ImportOrdersParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "X-Account-Id" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Account-Id")]; found {
+		var XAccountId AccountId
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Account-Id", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Account-Id", valueList[0], &XAccountId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Account-Id", Err: err})
+			return
+		}
+
+		params.XAccountId = XAccountId
+
+	} else {
+		err := fmt.Errorf("Header parameter X-Account-Id is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "X-Account-Id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ImportOrders(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2402,6 +2772,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/orders", wrapper.ListOrders)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/orders", wrapper.CreateOrder)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/orders/imports", wrapper.ImportOrders)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/orders/{id}", wrapper.GetOrder)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/baseline/orders", wrapper.CreateOrderBaseline)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/payments", wrapper.CreatePayment)
@@ -2611,6 +2982,61 @@ type CreateOrder403ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response CreateOrder403ApplicationProblemPlusJSONResponse) VisitCreateOrderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrdersRequestObject struct {
+	Params ImportOrdersParams
+	Body   *ImportOrdersJSONRequestBody
+}
+
+type ImportOrdersResponseObject interface {
+	VisitImportOrdersResponse(w http.ResponseWriter) error
+}
+
+type ImportOrders201JSONResponse Import
+
+func (response ImportOrders201JSONResponse) VisitImportOrdersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrders401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ImportOrders401ApplicationProblemPlusJSONResponse) VisitImportOrdersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrders403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ImportOrders403ApplicationProblemPlusJSONResponse) VisitImportOrdersResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -2858,6 +3284,9 @@ type StrictServerInterface interface {
 	// CreateOrder Create an order
 	// (POST /orders)
 	CreateOrder(ctx context.Context, request CreateOrderRequestObject) (CreateOrderResponseObject, error)
+	// ImportOrders Import a purchase order's lines as orders
+	// (POST /orders/imports)
+	ImportOrders(ctx context.Context, request ImportOrdersRequestObject) (ImportOrdersResponseObject, error)
 	// GetOrder Get an order
 	// (GET /orders/{id})
 	GetOrder(ctx context.Context, request GetOrderRequestObject) (GetOrderResponseObject, error)
@@ -2993,6 +3422,39 @@ func (sh *strictHandler) CreateOrder(w http.ResponseWriter, r *http.Request, par
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CreateOrderResponseObject); ok {
 		if err := validResponse.VisitCreateOrderResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ImportOrders operation middleware
+func (sh *strictHandler) ImportOrders(w http.ResponseWriter, r *http.Request, params ImportOrdersParams) {
+	var request ImportOrdersRequestObject
+
+	request.Params = params
+
+	var body ImportOrdersJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ImportOrders(ctx, request.(ImportOrdersRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ImportOrders")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ImportOrdersResponseObject); ok {
+		if err := validResponse.VisitImportOrdersResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

@@ -206,6 +206,7 @@ func TestEveryOperationChecksTheAccount(t *testing.T) {
 		{"listOrders", attempt{method: "GET", path: "/orders?customer_id=cus_1"}, 200, false},
 		{"createOrder", attempt{method: "POST", path: "/orders", key: "k2", body: order}, 201, true},
 		{"createOrderBaseline", attempt{method: "POST", path: "/baseline/orders", body: order}, 201, true},
+		{"importOrders", attempt{method: "POST", path: "/orders/imports", body: `{"po_number": "PO-1", "lines": [` + order + `]}`}, 201, true},
 		{"createPayment", attempt{method: "POST", path: "/payments", key: "p1", body: payment}, 201, false},
 	} {
 		t.Run(op.name, func(t *testing.T) {

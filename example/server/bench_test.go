@@ -121,6 +121,12 @@ func (s *benchService) CreatePaymentAfterChargeCreated(_ context.Context, at *id
 	return gen.CreatePayment201JSONResponse{Body: p, Headers: gen.CreatePayment201ResponseHeaders{Location: "/payments/" + p.Id}}, nil
 }
 
+// ImportOrders answers with the purchase order's number; the bench sends
+// none.
+func (s *benchService) ImportOrders(_ context.Context, _ *idem.Attempt[memstore.NoTx], req gen.ImportOrdersRequestObject) (gen.ImportOrdersResponseObject, error) {
+	return gen.ImportOrders201JSONResponse{PoNumber: req.Body.PoNumber, Orders: []gen.Order{}}, nil
+}
+
 // ReceivePaymentEvent acknowledges every event; the bench sends none.
 func (s *benchService) ReceivePaymentEvent(_ context.Context, _ *idem.Attempt[memstore.NoTx], req gen.ReceivePaymentEventRequestObject) (gen.ReceivePaymentEventResponseObject, error) {
 	return gen.ReceivePaymentEvent200JSONResponse{Type: req.Body.Type}, nil

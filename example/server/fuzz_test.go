@@ -594,6 +594,11 @@ func (s *fakeService) CreatePaymentAfterChargeCreated(ctx context.Context, at *i
 	return gen.CreatePayment201JSONResponse{Body: p, Headers: gen.CreatePayment201ResponseHeaders{Location: "/payments/" + p.Id}}, nil
 }
 
+func (s *fakeService) ImportOrders(ctx context.Context, at *idem.Attempt[memstore.NoTx], req gen.ImportOrdersRequestObject) (gen.ImportOrdersResponseObject, error) {
+	s.claimed(ctx, at, "importOrders")
+	return gen.ImportOrders201JSONResponse{PoNumber: req.Body.PoNumber, Orders: []gen.Order{}}, nil
+}
+
 func (s *fakeService) ReceivePaymentEvent(ctx context.Context, at *idem.Attempt[memstore.NoTx], req gen.ReceivePaymentEventRequestObject) (gen.ReceivePaymentEventResponseObject, error) {
 	s.claimed(ctx, at, "receivePaymentEvent")
 	return gen.ReceivePaymentEvent200JSONResponse{Type: req.Body.Type}, nil

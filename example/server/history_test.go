@@ -83,6 +83,15 @@ func (s *historyService) GetOrder(context.Context, gen.GetOrderRequestObject) (g
 	return nil, errNotServed
 }
 
+// ImportOrders carries its token as the purchase order's number.
+func (s *historyService) ImportOrders(ctx context.Context, at *idem.Attempt[pgx.Tx], req gen.ImportOrdersRequestObject) (gen.ImportOrdersResponseObject, error) {
+	token, err := s.handle(ctx)(ctx, at)
+	if err != nil {
+		return nil, err
+	}
+	return gen.ImportOrders201JSONResponse{PoNumber: token, Orders: []gen.Order{}}, nil
+}
+
 func (s *historyService) ReceivePaymentEvent(context.Context, *idem.Attempt[pgx.Tx], gen.ReceivePaymentEventRequestObject) (gen.ReceivePaymentEventResponseObject, error) {
 	return nil, errNotServed
 }
@@ -92,6 +101,18 @@ func (s *historyService) ReceivePaymentEvent(context.Context, *idem.Attempt[pgx.
 // mounts it: the scope in the X-Account-Id header parameter, bodies
 // decoded and fingerprinted by the generated code.
 func TestHistoryOverHTTP(t *testing.T) {
+	historyOverHTTP(t, false)
+}
+
+// TestHistoryKeyInBody is TestHistoryOverHTTP with the atomic requests
+// sent to importOrders, whose key is its body's po_number: the key read
+// from the typed request, under the same faults. Each carries an
+// Idempotency-Key of its own, which must not count.
+func TestHistoryKeyInBody(t *testing.T) {
+	historyOverHTTP(t, true)
+}
+
+func historyOverHTTP(t *testing.T, keyInBody bool) {
 	cfg, err := history.FromEnv(0, false)
 	if err != nil {
 		t.Fatal(err)
@@ -109,14 +130,23 @@ func TestHistoryOverHTTP(t *testing.T) {
 	t.Cleanup(srv.Close)
 	h := history.Postgres(t, pool, history.PostgresOptions{})
 	h.Points = []string{string(gen.CreatePaymentPaymentCreated), string(gen.CreatePaymentChargeCreated)}
+	if keyInBody {
+		h.Operations = [2]string{"importOrders", "createPayment"}
+	}
 	var ids atomic.Int64
 	h.Send = func(ctx context.Context, req history.Request, handle history.Handle[pgx.Tx]) history.Answer {
 		id := fmt.Sprint(ids.Add(1))
 		svc.handles.Store(id, handle)
 		defer svc.handles.Delete(id)
 		path, body := "/orders", fmt.Sprintf(`{"amount_cents": %d, "currency": "EUR", "customer_id": "cus_1"}`, 1000+req.Variant)
-		if req.Phased {
+		key := req.ID.Key
+		switch {
+		case req.Phased:
 			path, body = "/payments", fmt.Sprintf(`{"order_id": "ord_1", "amount_cents": %d}`, 100+req.Variant)
+		case keyInBody:
+			path = "/orders/imports"
+			body = fmt.Sprintf(`{"po_number": %q, "lines": [%s]}`, req.ID.Key, body)
+			key = "ignored-" + id
 		}
 		r, err := http.NewRequestWithContext(ctx, "POST", srv.URL+path, strings.NewReader(body))
 		if err != nil {
@@ -124,7 +154,7 @@ func TestHistoryOverHTTP(t *testing.T) {
 		}
 		r.Header.Set("Content-Type", "application/json")
 		authorize(r, req.ID.Scope)
-		r.Header.Set(idem.HeaderKey, req.ID.Key)
+		r.Header.Set(idem.HeaderKey, key)
 		r.Header.Set(historyRequest, id)
 		resp, err := http.DefaultClient.Do(r)
 		if err != nil {
@@ -143,9 +173,12 @@ func TestHistoryOverHTTP(t *testing.T) {
 		if a.Status == http.StatusInternalServerError && a.Problem == "internal-error" {
 			a.Problem = "handler-error"
 		}
-		var sent struct{ Id string }
+		var sent struct {
+			Id       string
+			PoNumber string `json:"po_number"`
+		}
 		if a.Status == http.StatusCreated && json.Unmarshal(b, &sent) == nil {
-			a.Token = sent.Id
+			a.Token = sent.Id + sent.PoNumber
 		}
 		return a
 	}

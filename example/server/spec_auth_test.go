@@ -45,8 +45,8 @@ func TestSpecDeclaresAuth(t *testing.T) {
 				}
 			}
 		}
-		if operations != 6 {
-			t.Errorf("%s: %d operations, want the example's 6", path, operations)
+		if operations != 7 {
+			t.Errorf("%s: %d operations, want the example's 7", path, operations)
 		}
 	}
 }

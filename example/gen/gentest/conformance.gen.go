@@ -25,7 +25,7 @@ import (
 // saying what the spec lacks, when it has none.
 //
 // The operations that read their key from elsewhere than the
-// Idempotency-Key header (receivePaymentEvent) are not checked here yet.
+// Idempotency-Key header (importOrders, receivePaymentEvent) are not checked here yet.
 type Requests struct {
 	// CreateOrder is a valid POST /orders.
 	CreateOrder *idemtest.Request
@@ -102,6 +102,7 @@ func (c *counter) hooks() idemtest.Hooks {
 type counted[T any] struct {
 	gen.IdempotentServer[T]
 	createOrderOp         counter
+	importOrdersOp        counter
 	createPaymentOp       counter
 	receivePaymentEventOp counter
 }
@@ -111,6 +112,16 @@ func (s *counted[T]) CreateOrder(ctx context.Context, at *idem.Attempt[T], reque
 	s.createOrderOp.db.Observe(at.Tx())
 	resp, err := s.IdempotentServer.CreateOrder(ctx, at, request)
 	if s.createOrderOp.fail.CompareAndSwap(true, false) {
+		return nil, errFailNext
+	}
+	return resp, err
+}
+
+func (s *counted[T]) ImportOrders(ctx context.Context, at *idem.Attempt[T], request gen.ImportOrdersRequestObject) (gen.ImportOrdersResponseObject, error) {
+	s.importOrdersOp.runs.Add(1)
+	s.importOrdersOp.db.Observe(at.Tx())
+	resp, err := s.IdempotentServer.ImportOrders(ctx, at, request)
+	if s.importOrdersOp.fail.CompareAndSwap(true, false) {
 		return nil, errFailNext
 	}
 	return resp, err

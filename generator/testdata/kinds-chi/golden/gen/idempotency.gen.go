@@ -32,6 +32,8 @@ type IdempotentServer[T any] interface {
 	ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error)
 	// CreateOrder serves POST /orders: idempotent, key required, responses kept 24h, keys scoped by header X-Account-Id.
 	CreateOrder(ctx context.Context, at *idem.Attempt[T], request CreateOrderRequestObject) (CreateOrderResponseObject, error)
+	// ImportOrders serves POST /orders/imports: idempotent, key required (from /po_number in the body), responses kept 30d, keys scoped by header X-Account-Id.
+	ImportOrders(ctx context.Context, at *idem.Attempt[T], request ImportOrdersRequestObject) (ImportOrdersResponseObject, error)
 	// GetOrder serves GET /orders/{id}.
 	GetOrder(ctx context.Context, request GetOrderRequestObject) (GetOrderResponseObject, error)
 	// CreatePayment serves POST /payments: idempotent, phased (payment_created, charge_created), key required, responses kept 24h, keys scoped by header X-Account-Id.
@@ -222,6 +224,14 @@ var idempotentRoutes = map[string]bodyGate{
 		Accept:      []string{"application/json"},
 		JSON:        []string{"application/json"},
 	}},
+	"POST /orders/imports": {fallback: idem.DefaultMaxJSONBodyBytes, gate: idem.Gate{
+		Operation:   "importOrders",
+		Key:         []idem.KeySource{{In: idem.KeyInBody, Name: "/po_number"}},
+		KeyRequired: true,
+		ScopeHeader: "X-Account-Id",
+		Accept:      []string{"application/json"},
+		JSON:        []string{"application/json"},
+	}},
 	"POST /payments": {annotated: 65536, fallback: idem.DefaultMaxJSONBodyBytes, gate: idem.Gate{
 		Operation:   "createPayment",
 		ScopeHeader: "X-Account-Id",
@@ -324,6 +334,29 @@ const requestSchemas = `{
         ],
         "type": "object"
       },
+      "OrderLine": {
+        "properties": {
+          "amount_cents": {
+            "format": "int64",
+            "minimum": 1,
+            "type": "integer"
+          },
+          "currency": {
+            "type": "string"
+          },
+          "customer_id": {
+            "maxLength": 64,
+            "minLength": 1,
+            "type": "string"
+          }
+        },
+        "required": [
+          "amount_cents",
+          "currency",
+          "customer_id"
+        ],
+        "type": "object"
+      },
       "PaymentEvent": {
         "properties": {
           "data": {
@@ -362,6 +395,28 @@ const requestSchemas = `{
           "data"
         ],
         "type": "object"
+      },
+      "PurchaseOrder": {
+        "properties": {
+          "lines": {
+            "items": {
+              "$ref": "#/components/schemas/OrderLine"
+            },
+            "maxItems": 100,
+            "minItems": 1,
+            "type": "array"
+          },
+          "po_number": {
+            "maxLength": 64,
+            "minLength": 1,
+            "type": "string"
+          }
+        },
+        "required": [
+          "po_number",
+          "lines"
+        ],
+        "type": "object"
       }
     }
   },
@@ -389,6 +444,32 @@ const requestSchemas = `{
             "application/json": {
               "schema": {
                 "$ref": "#/components/schemas/NewOrder"
+              }
+            }
+          },
+          "required": true
+        },
+        "responses": {}
+      }
+    },
+    "/orders/imports": {
+      "post": {
+        "operationId": "importOrders",
+        "parameters": [
+          {
+            "in": "header",
+            "name": "X-Account-Id",
+            "required": true,
+            "schema": {
+              "type": "string"
+            }
+          }
+        ],
+        "requestBody": {
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/PurchaseOrder"
               }
             }
           },
@@ -494,6 +575,13 @@ func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store
 			Lease:       time.Minute,
 			ScopeHeader: "X-Account-Id",
 		},
+		importOrdersOp: idem.Operation{
+			Name:        "importOrders",
+			KeyFrom:     []idem.KeySource{{In: idem.KeyInBody, Name: "/po_number"}},
+			TTL:         720 * time.Hour,
+			Lease:       time.Minute,
+			ScopeHeader: "X-Account-Id",
+		},
 		createPaymentOp: idem.Operation{
 			Name:           "createPayment",
 			TTL:            24 * time.Hour,
@@ -543,6 +631,7 @@ type idempotentServer[T any] struct {
 	impl                  IdempotentServer[T]
 	engine                *idem.Engine[T]
 	createOrderOp         idem.Operation
+	importOrdersOp        idem.Operation
 	createPaymentOp       idem.Operation
 	receivePaymentEventOp idem.Operation
 }
@@ -581,6 +670,34 @@ func (s *idempotentServer[T]) CreateOrder(ctx context.Context, request CreateOrd
 type createOrderAnswer struct{ *idem.Response }
 
 func (a createOrderAnswer) VisitCreateOrderResponse(w http.ResponseWriter) error { return a.Write(w) }
+
+func (s *idempotentServer[T]) ImportOrders(ctx context.Context, request ImportOrdersRequestObject) (ImportOrdersResponseObject, error) {
+	if err := idem.EndBody(ctx); err != nil { // decoded already
+		return nil, err
+	}
+	fingerprint, err := importOrdersFingerprint(ctx, request)
+	if err != nil {
+		return nil, err
+	}
+	ctx = idem.WithKey(ctx, importOrdersKey(request)...)
+	resp, err := s.engine.Serve(ctx, &s.importOrdersOp, fingerprint, func(ctx context.Context, at *idem.Attempt[T]) (idem.Writer, error) {
+		r, err := s.impl.ImportOrders(ctx, at, request)
+		if r == nil {
+			return nil, err
+		}
+		return r.VisitImportOrdersResponse, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return importOrdersAnswer{resp}, nil
+}
+
+// importOrdersAnswer answers ImportOrders with what the protocol produced:
+// the handler's response as stored, a replay, or a problem.
+type importOrdersAnswer struct{ *idem.Response }
+
+func (a importOrdersAnswer) VisitImportOrdersResponse(w http.ResponseWriter) error { return a.Write(w) }
 
 func (s *idempotentServer[T]) GetOrder(ctx context.Context, request GetOrderRequestObject) (GetOrderResponseObject, error) {
 	return s.impl.GetOrder(ctx, request)
@@ -696,6 +813,68 @@ func canonicalNewOrder(w *idem.CanonicalWriter, v *NewOrder) {
 	w.EndObject()
 }
 
+// importOrdersFingerprint is the fingerprint of a request to importOrders:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func importOrdersFingerprint(ctx context.Context, request ImportOrdersRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("body")
+	if request.Body == nil {
+		w.Null()
+	} else {
+		canonicalPurchaseOrder(w, request.Body)
+	}
+	w.Key("header")
+	w.BeginObject()
+	w.Key("X-Account-Id")
+	w.String(request.Params.XAccountId)
+	w.EndObject()
+	w.Key("operation")
+	w.String("importOrders")
+	w.EndObject()
+	return w.Sum()
+}
+
+// canonicalPurchaseOrder writes *v in canonical form.
+func canonicalPurchaseOrder(w *idem.CanonicalWriter, v *PurchaseOrder) {
+	w.BeginObject()
+	w.Key("lines")
+	if v.Lines == nil {
+		w.Null()
+	} else {
+		w.BeginArray()
+		for i := range v.Lines {
+			canonicalOrderLine(w, &v.Lines[i])
+		}
+		w.EndArray()
+	}
+	w.Key("po_number")
+	w.String(v.PoNumber)
+	w.EndObject()
+}
+
+// canonicalOrderLine writes *v in canonical form.
+func canonicalOrderLine(w *idem.CanonicalWriter, v *OrderLine) {
+	w.BeginObject()
+	w.Key("amount_cents")
+	w.Int(v.AmountCents)
+	w.Key("currency")
+	w.String(v.Currency)
+	w.Key("customer_id")
+	w.String(v.CustomerId)
+	w.EndObject()
+}
+
+// importOrdersKey reads the key of a request to importOrders from /po_number in the body.
+func importOrdersKey(request ImportOrdersRequestObject) []idem.KeyValue {
+	key := make([]idem.KeyValue, 1)
+	if v1 := request.Body; v1 != nil {
+		key[0] = idem.KeyValue{Value: v1.PoNumber, Present: true}
+	}
+	return key
+}
+
 // createPaymentFingerprint is the fingerprint of a request to createPayment:
 // its canonical form (see idem.Fingerprint), written field by field
 // from the typed request.
@@ -800,6 +979,11 @@ func receivePaymentEventKey(request ReceivePaymentEventRequestObject) []idem.Key
 //	scope header X-Account-Id
 //	param header X-Account-Id string
 //	body application/json #27c3bd24d0bfb5dd amount_cents currency customer_id
+// operation importOrders POST /orders/imports
+//	scope header X-Account-Id
+//	key body /po_number
+//	param header X-Account-Id string
+//	body application/json #4b5123cab5938cfe lines po_number
 // operation createPayment POST /payments
 //	scope header X-Account-Id
 //	param header X-Account-Id string
