@@ -108,6 +108,10 @@ type Harness[T any] struct {
 	// engine must use, for the checker to read its errors.
 	Send   func(ctx context.Context, req Request, handle Handle[T]) Answer
 	Points []string
+	// Operations name the atomic and the phased operation, as Send serves
+	// them and the store keeps their keys; zero is createOrder and
+	// createPayment.
+	Operations [2]string
 
 	// complete runs the completer once, when the checker has one.
 	complete func(t testing.TB)
@@ -294,9 +298,12 @@ func RunOn[T any](t testing.TB, hist *History, h Harness[T]) *History {
 	if h.Points == nil {
 		h.Points = []string{"a", "b"}
 	}
+	if h.Operations == ([2]string{}) {
+		h.Operations = [2]string{"createOrder", "createPayment"}
+	}
 	ops := [2]*idem.Operation{
-		{Name: "createOrder", TTL: time.Hour, Lease: cfg.Lease},
-		{Name: "createPayment", TTL: time.Hour, Lease: cfg.Lease, RecoveryPoints: h.Points},
+		{Name: h.Operations[0], TTL: time.Hour, Lease: cfg.Lease},
+		{Name: h.Operations[1], TTL: time.Hour, Lease: cfg.Lease, RecoveryPoints: h.Points},
 	}
 	if h.Send == nil {
 		hist.perRequest = cfg.Seed%2 == 1
@@ -351,7 +358,7 @@ func RunOn[T any](t testing.TB, hist *History, h Harness[T]) *History {
 					// At least one forget in every run, and a loss of
 					// the cache's writes since before it.
 					h.SnapshotCache(t)
-					h.Forget(t, idem.ID{Scope: scopes[rng.IntN(len(scopes))], Operation: "createOrder", Key: keys[rng.IntN(len(keys))]})
+					h.Forget(t, idem.ID{Scope: scopes[rng.IntN(len(scopes))], Operation: h.Operations[0], Key: keys[rng.IntN(len(keys))]})
 				}
 				if c == 0 && h.LoseCache != nil && i == cfg.Requests*2/3 {
 					h.LoseCache(t, rng)
@@ -408,7 +415,7 @@ func disturb[T any](ctx context.Context, t testing.TB, h Harness[T], seed uint64
 // disturbOnce makes the TTL or lease of a random key pass, or runs the
 // reaper, the sweeper, the completer or a migration, or does nothing.
 func disturbOnce[T any](t testing.TB, h Harness[T], rng *rand.Rand) {
-	id := idem.ID{Scope: scopes[rng.IntN(len(scopes))], Operation: []string{"createOrder", "createPayment"}[rng.IntN(2)], Key: keys[rng.IntN(len(keys))]}
+	id := idem.ID{Scope: scopes[rng.IntN(len(scopes))], Operation: h.Operations[rng.IntN(2)], Key: keys[rng.IntN(len(keys))]}
 	switch n := rng.IntN(10); {
 	case n < 3:
 		h.Age(t, id)
