@@ -19,7 +19,7 @@ var accepted = map[string][]string{
 	"x-idempotency":            {"ttl", "lease", "required", "scope", "max-body", "validate"},
 	"x-idempotency.scope":      {"header", "function"},
 	"x-idempotent":             {"required", "ttl", "lease", "mode", "recovery-points", "abandoned", "complete-after", "fingerprint", "scope", "max-body", "validate"},
-	"x-idempotent.fingerprint": {"exclude"},
+	"x-idempotent.fingerprint": {"exclude", "include"},
 	"x-idempotent.scope":       {"header", "function"},
 }
 

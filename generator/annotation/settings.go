@@ -60,6 +60,7 @@ type settings struct {
 	points     []string
 	pointsNode *yaml.Node // the recovery-points value, even when invalid
 	exclude    []Pointer
+	include    []Pointer
 	scope      *Scope
 	maxBody    int64 // 0 when absent or invalid
 	validate   *bool // nil when absent or invalid
@@ -166,7 +167,7 @@ func (r *reader) settings(m *yaml.Node) settings {
 			s.completeAfterNode = f.value
 			s.completeAfter = r.completeAfter(f.value)
 		case "fingerprint":
-			s.exclude = r.fingerprint(f.value)
+			s.exclude, s.include = r.fingerprint(f.value)
 		case "scope":
 			s.scope = r.scope(field+".scope", f.value)
 		case "max-body":
