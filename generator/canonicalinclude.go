@@ -195,3 +195,59 @@ func pointerText(tokens []string) string {
 	}
 	return b.String()
 }
+
+// selection spells the shape of what the include writer writes of a
+// value of type t with the pointers incl, as selected walks it: the
+// shape of a value written whole, else the members picked.
+func (s *shaper) selection(t ast.Expr, addressable bool, incl [][]string) string {
+	if whole(incl) {
+		shape, _ := s.shape(t)
+		return shape
+	}
+	var b strings.Builder
+	switch u := s.g.pickable(t, addressable).(type) {
+	case *ast.StarExpr:
+		return s.selection(u.X, true, incl)
+	case *ast.StructType:
+		fields, _ := s.g.jsonFields(u)
+		b.WriteString("{")
+		for _, f := range fields {
+			if sub := under(incl, f.name); len(sub) > 0 {
+				if b.Len() > 1 {
+					b.WriteString(",")
+				}
+				b.WriteString(strconv.Quote(f.name))
+				if f.omitEmpty {
+					b.WriteString("?")
+				}
+				b.WriteString(":" + s.selection(f.typ, true, sub))
+			}
+		}
+		b.WriteString("}")
+	case *ast.MapType:
+		b.WriteString("map{")
+		for i, k := range firstTokens(incl) {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(strconv.Quote(k) + ":" + s.selection(u.Value, false, under(incl, k)))
+		}
+		b.WriteString("}")
+	default:
+		shape, _ := s.shape(t) // refused by checkPicked
+		return shape
+	}
+	return b.String()
+}
+
+// selectedMembers are the members, as contractBody records them, that
+// the pointers incl start with.
+func selectedMembers(members []string, incl [][]string) []string {
+	var out []string
+	for _, m := range members {
+		if slices.Contains(firstTokens(incl), strings.TrimSuffix(m, "?")) {
+			out = append(out, m)
+		}
+	}
+	return out
+}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/idemgen/idemgen/generator"
 )
 
 // includeSpec has a webhook receiver whose body carries a delivery time
@@ -202,6 +204,54 @@ func TestFingerprintInclude(t *testing.T) {
 	})
 	t.Run("JSON body and headers", func(t *testing.T) { runTestBinary(t, bin, "^TestIncludeJSONAndHeaders$", "") })
 	t.Run("JSON and form bodies", func(t *testing.T) { runTestBinary(t, bin, "^TestIncludeJSONAndFormBodies$", "") })
+}
+
+// TestFingerprintIncludeContract records include in the contract: setting
+// it, changing it and dropping it warn, while a change to a body member
+// it does not list says nothing.
+func TestFingerprintIncludeContract(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "openapi.yaml")
+	cfg := configFor(t, dir, "openapi.yaml", "")
+	src := contractSpec
+	step := func(name string, want []string, edits ...string) {
+		t.Helper()
+		for i := 0; i < len(edits); i += 2 {
+			if !strings.Contains(src, edits[i]) {
+				t.Fatalf("%s: the spec has no %q", name, edits[i])
+			}
+			src = strings.Replace(src, edits[i], edits[i+1], 1)
+		}
+		writeFile(t, spec, []byte(src))
+		res := generate(t, cfg)
+		if _, err := res.Write(dir); err != nil {
+			t.Fatal(err)
+		}
+		if len(want) == 0 && len(res.Warnings) != 0 || len(want) != 0 && len(res.Warnings) != 1 {
+			t.Fatalf("%s: warnings\n%s\nwant %d", name, strings.Join(res.Warnings, "\n"), min(len(want), 1))
+		}
+		for _, s := range want {
+			if !strings.Contains(res.Warnings[0], s) {
+				t.Errorf("%s: the warning does not say %q:\n%s", name, s, res.Warnings[0])
+			}
+		}
+		if written, reread, ok := generator.ContractRoundTrip(res); !ok || written != reread {
+			t.Errorf("%s: the contract reads back as\n%s\nwant\n%s", name, reread, written)
+		}
+	}
+	const every = "Its fingerprint changes: a request sent with an Idempotency-Key before this is deployed"
+	step("first generation", nil)
+	step("include set", []string{"fingerprint.include [/name, X-Account-Id] set: only what it lists counts", `header parameter "X-Tenant-Id" now left out (not in fingerprint.include)`, every},
+		"        scope: {header: X-Account-Id}\n", "        scope: {header: X-Account-Id}\n        fingerprint: {include: [/name, X-Account-Id]}\n")
+	step("regenerated unchanged", nil)
+	step("a member not included added", nil,
+		"        name:\n          type: string\n", "        name:\n          type: string\n        note:\n          type: string\n")
+	step("a member included", []string{"fingerprint.include /metadata/trace_id added", `member "metadata" added`},
+		"include: [/name, X-Account-Id]", "include: [/name, /metadata/trace_id, X-Account-Id]")
+	step("a header included", []string{`header parameter "X-Tenant-Id" no longer left out (fingerprint.include)`, "fingerprint.include X-Tenant-Id added"},
+		"include: [/name, /metadata/trace_id, X-Account-Id]", "include: [/name, /metadata/trace_id, X-Account-Id, X-Tenant-Id]")
+	step("include dropped", []string{"fingerprint.include [/metadata/trace_id, /name, X-Account-Id, X-Tenant-Id] dropped: every parameter and body member counts", every},
+		"        fingerprint: {include: [/name, /metadata/trace_id, X-Account-Id, X-Tenant-Id]}\n", "")
 }
 
 // TestFingerprintIncludeRefused: entries that name nothing the operation
