@@ -88,11 +88,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"testing"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/internal/randvalue"
 )
 
 // sum is a writer's fingerprint; the requests below all encode.
@@ -144,6 +146,90 @@ func TestIncludeJSONAndHeaders(t *testing.T) {
 		map[string]any{"id": "evt_1", "data": map[string]any{"amount": 5, "note": "n"}}, nil)
 	if err != nil || !bytes.Equal(want, []byte(base)) {
 		t.Errorf("writer %x, idem.Fingerprint of the included members %x (error %v)", base, want, err)
+	}
+}
+
+// kept is v as encoding/json writes it with only the members at paths,
+// token lists; ok is false when v does not encode.
+func kept(v any, paths ...[]string) (any, bool) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var d any
+	if err := dec.Decode(&d); err != nil {
+		return nil, false
+	}
+	return pick(d, paths), true
+}
+
+func pick(v any, paths [][]string) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	sub := map[string][][]string{}
+	for _, p := range paths {
+		if len(p) == 0 {
+			return v
+		}
+		sub[p[0]] = append(sub[p[0]], p[1:])
+	}
+	out := map[string]any{}
+	for k, ps := range sub {
+		if c, ok := m[k]; ok {
+			out[k] = pick(c, ps)
+		}
+	}
+	return out
+}
+
+// Random requests: each writer gives idem.Fingerprint of the request with
+// only the members include lists, byte for byte.
+func TestIncludeMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	ctx := context.Background()
+	same := func(what string, got []byte, gotErr error, want []byte, wantErr error) {
+		t.Helper()
+		if (gotErr != nil) != (wantErr != nil) || !bytes.Equal(got, want) {
+			t.Fatalf("%s: writer %x (error %v), reference %x (error %v)", what, got, gotErr, want, wantErr)
+		}
+	}
+	compared := 0
+	for range 2000 {
+		var event ReceiveEventRequestObject
+		randvalue.Fill(r, &event)
+		var body any = event.Body
+		if event.Body != nil {
+			var ok bool
+			if body, ok = kept(event.Body, []string{"id"}, []string{"data"}); !ok {
+				continue // a member not included does not encode
+			}
+		}
+		got, gotErr := receiveEventFingerprint(ctx, event)
+		want, wantErr := idem.Fingerprint("receiveEvent", nil, nil, idem.Params{"X-Account-Id": event.Params.XAccountId}, body, nil)
+		same("receiveEvent", got, gotErr, want, wantErr)
+
+		var refund CreateRefundRequestObject
+		randvalue.Fill(r, &refund)
+		refund.FormdataBody = nil
+		var jsonBody any = refund.JSONBody
+		if refund.JSONBody != nil {
+			var ok bool
+			if jsonBody, ok = kept(refund.JSONBody, []string{"amount"}, []string{"metadata", "order_id"}); !ok {
+				continue
+			}
+		}
+		got, gotErr = createRefundFingerprint(ctx, refund)
+		want, wantErr = idem.Fingerprint("createRefund", nil, nil, nil, idem.Params{"Formdata": nil, "JSON": jsonBody}, nil)
+		same("createRefund", got, gotErr, want, wantErr)
+		compared++
+	}
+	t.Logf("%d random requests compared", compared)
+	if compared < 200 {
+		t.Fatalf("only %d of 2000 random requests encode: too few to compare", compared)
 	}
 }
 
@@ -204,6 +290,7 @@ func TestFingerprintInclude(t *testing.T) {
 	})
 	t.Run("JSON body and headers", func(t *testing.T) { runTestBinary(t, bin, "^TestIncludeJSONAndHeaders$", "") })
 	t.Run("JSON and form bodies", func(t *testing.T) { runTestBinary(t, bin, "^TestIncludeJSONAndFormBodies$", "") })
+	t.Run("random requests", func(t *testing.T) { runTestBinary(t, bin, "^TestIncludeMatchesReference$", "") })
 }
 
 // TestFingerprintIncludeContract records include in the contract: setting
