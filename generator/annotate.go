@@ -91,6 +91,9 @@ func annotateBodies(op *operation, a annotation.Operation, d codegen.OperationDe
 	if err := replayable(d); err != nil {
 		return annotationError(op, a.Pos, "%v", err)
 	}
+	if len(a.FingerprintInclude) > 0 {
+		return includeBodyPointers(op, a, d, jsonSchema, tags)
+	}
 	return excludeBodyPointers(op, a, d, jsonSchema, tags)
 }
 

@@ -35,6 +35,11 @@ type fingerprintSource struct {
 	Body []fingerprintPart
 	// Exclude are the JSON pointers into the body that do not count.
 	Exclude []string
+	// Selected is set by fingerprint.include: only the listed parameters
+	// are in Path, Query and Header, and of the body only the members at
+	// the Include pointers count (none when there is none).
+	Selected bool
+	Include  []string
 }
 
 // canonicalGen writes the fingerprint writers of one generated package.
@@ -53,6 +58,9 @@ type canonicalGen struct {
 	funcs        strings.Builder
 	depth        int     // nested loops, for their variables' names
 	shaper       *shaper // the shapes of types, for the contracts
+	// unpicked is the first pointer of fingerprint.include the writer
+	// could not pick, for checkPicked; nil when there is none.
+	unpicked *unpicked
 }
 
 func newCanonicalGen(f *ast.File) *canonicalGen {
@@ -118,21 +126,9 @@ func (g *canonicalGen) operation(op *operation, src fingerprintSource) string {
 	// The members in canonical (sorted) order: body, header, operation,
 	// path, query; an empty set of parameters is left out, as is a body
 	// the operation does not have.
-	if len(src.Body) > 0 {
+	if len(src.Body) > 0 && (!src.Selected || len(src.Include) > 0) {
 		b.WriteString("\tw.Key(\"body\")\n")
-		excl := pointers(src.Exclude)
-		if len(src.Body) == 1 && src.Body[0].Name == "" {
-			g.part(&b, src.Body[0], excl)
-		} else {
-			parts := slices.Clone(src.Body)
-			slices.SortFunc(parts, func(a, b fingerprintPart) int { return strings.Compare(a.Name, b.Name) })
-			b.WriteString("\tw.BeginObject()\n")
-			for _, p := range parts {
-				fmt.Fprintf(&b, "\tw.Key(%q)\n", p.Name)
-				g.part(&b, p, under(excl, p.Name))
-			}
-			b.WriteString("\tw.EndObject()\n")
-		}
+		g.body(&b, src)
 	}
 	g.params(&b, "header", src.Header)
 	fmt.Fprintf(&b, "\tw.Key(\"operation\")\n\tw.String(%q)\n", op.Name)
@@ -142,6 +138,28 @@ func (g *canonicalGen) operation(op *operation, src fingerprintSource) string {
 	g.funcs.WriteString(b.String())
 	g.flush()
 	return name
+}
+
+// body writes the request's body: one part (Name ""), or an object of
+// the bodies of several media types by tag. With fingerprint.include only
+// the members at its pointers are written, else all but exclude's.
+func (g *canonicalGen) body(b *strings.Builder, src fingerprintSource) {
+	ptrs, write := pointers(src.Exclude), g.part
+	if src.Selected {
+		ptrs, write = pointers(src.Include), g.selectedPart
+	}
+	if len(src.Body) == 1 && src.Body[0].Name == "" {
+		write(b, src.Body[0], ptrs)
+		return
+	}
+	parts := slices.Clone(src.Body)
+	slices.SortFunc(parts, func(a, b fingerprintPart) int { return strings.Compare(a.Name, b.Name) })
+	b.WriteString("\tw.BeginObject()\n")
+	for _, p := range parts {
+		fmt.Fprintf(b, "\tw.Key(%q)\n", p.Name)
+		write(b, p, under(ptrs, p.Name))
+	}
+	b.WriteString("\tw.EndObject()\n")
 }
 
 // source returns the Go source of the functions written so far.
@@ -211,6 +229,9 @@ func writeFingerprints(oapiFile *ast.File, m *model) error {
 					return err
 				}
 				op.KeyReader = reader
+			}
+			if err := g.checkPicked(op); err != nil {
+				return err
 			}
 			m.contracts = append(m.contracts, g.contract(op))
 			if err := g.checkDecodes(op); err != nil {

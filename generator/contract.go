@@ -19,7 +19,10 @@ import (
 // their canonical form keys them, with the shape of their Go types; each
 // request body, by media type, with the shape of the Go type it is
 // written from (a form or multipart body counts as sent, whatever its
-// schema); and the JSON pointers left out. A change to the spec that
+// schema); and the JSON pointers left out, or the entries of
+// fingerprint.include, the only ones that count. With include, a body is
+// recorded by the shape of what the writers pick of it, so that a change
+// to a member it does not list says nothing. A change to the spec that
 // leaves those alone, such as a description, an example or the order of
 // properties, leaves the contract alone too.
 
@@ -43,13 +46,16 @@ type opContract struct {
 	Key []string
 	// Params are the path, query and header parameters, sorted by
 	// location and name; Shape is "excluded" for one fingerprint.exclude
-	// leaves out.
+	// leaves out, "not-included" for one fingerprint.include does not list.
 	Params []contractParam
 	// Bodies are the request bodies, in the order of their media types.
 	Bodies []contractBody
 	// Exclude are fingerprint.exclude's JSON pointers into the body,
 	// sorted.
 	Exclude []string
+	// Include are fingerprint.include's entries, JSON pointers and
+	// parameter names as written, sorted; nil without include.
+	Include []string
 }
 
 type contractParam struct{ In, Name, Shape string }
@@ -69,7 +75,10 @@ type contractBody struct {
 	Members []string
 }
 
-const excludedShape = "excluded"
+const (
+	excludedShape    = "excluded"
+	notIncludedShape = "not-included"
+)
 
 // contract records op's contract; g has just written op's fingerprint
 // writer, so that its request type is current.
@@ -94,33 +103,59 @@ func (g *canonicalGen) contract(op *operation) opContract {
 			c.Params = append(c.Params, contractParam{set.in, p.Name, shape})
 		}
 	}
+	left := excludedShape
+	if op.Fingerprint.Selected {
+		left = notIncludedShape
+	}
 	for _, p := range op.excludedParams {
-		c.Params = append(c.Params, contractParam{p[0], p[1], excludedShape})
+		c.Params = append(c.Params, contractParam{p[0], p[1], left})
 	}
 	slices.SortFunc(c.Params, func(a, b contractParam) int {
 		return cmp.Or(cmp.Compare(a.In, b.In), cmp.Compare(a.Name, b.Name))
 	})
-	for i, p := range op.Fingerprint.Body {
+	c.Bodies = g.contractBodies(op)
+	c.Exclude = slices.Sorted(slices.Values(op.excludePointers))
+	c.Exclude = slices.Compact(c.Exclude)
+	if len(op.include) > 0 {
+		c.Include = slices.Compact(slices.Sorted(slices.Values(op.include)))
+	}
+	return c
+}
+
+// contractBodies records op's request bodies as its fingerprint writer
+// writes them: none when fingerprint.include names no body member.
+func (g *canonicalGen) contractBodies(op *operation) []contractBody {
+	src := op.Fingerprint
+	if src.Selected && len(src.Include) == 0 {
+		return nil
+	}
+	incl := pointers(src.Include)
+	var bodies []contractBody
+	for i, p := range src.Body {
 		b := contractBody{Tag: p.Name}
 		if i < len(op.Accept) {
 			b.MediaType = op.Accept[i]
 		}
-		switch {
+		switch t := g.exprType(p.Expr); {
 		case isFormBody(p.Expr):
 			b.Shape = "form"
 		case p.Expr == multipartBody:
 			b.Shape = "multipart"
+		case src.Selected:
+			sub := incl
+			if p.Name != "" {
+				sub = under(incl, p.Name)
+			}
+			b.Shape = digest(g.shaper.selection(t, false, sub))
+			b.Members = selectedMembers(g.members(t), sub)
 		default:
-			t := g.exprType(p.Expr)
-			shape, _ := s.shape(t)
+			shape, _ := g.shaper.shape(t)
 			b.Shape = digest(shape)
 			b.Members = g.members(t)
 		}
-		c.Bodies = append(c.Bodies, b)
+		bodies = append(bodies, b)
 	}
-	c.Exclude = slices.Sorted(slices.Values(op.excludePointers))
-	c.Exclude = slices.Compact(c.Exclude)
-	return c
+	return bodies
 }
 
 // members are the JSON members of a struct type t, or of the struct it

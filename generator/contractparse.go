@@ -132,6 +132,11 @@ func (c *opContract) add(toks []string) error {
 			return errContract
 		}
 		c.Exclude = append(c.Exclude, toks[1])
+	case "include":
+		if len(toks) != 2 {
+			return errContract
+		}
+		c.Include = append(c.Include, toks[1])
 	default:
 		return errContract
 	}

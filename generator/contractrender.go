@@ -59,6 +59,9 @@ func renderContract(contracts []opContract) string {
 		for _, p := range c.Exclude {
 			fmt.Fprintf(&b, "//\texclude %s\n", tok(p))
 		}
+		for _, p := range c.Include {
+			fmt.Fprintf(&b, "//\tinclude %s\n", tok(p))
+		}
 	}
 	return b.String()
 }

@@ -87,6 +87,7 @@ var contractRules = []contractRule{
 	{"request body media types", false, mediaTypeChanges},
 	{"request bodies", false, bodyChanges},
 	{"fingerprint.exclude", false, excludeChanges},
+	{"fingerprint.include", false, includeChanges},
 }
 
 // compareContracts says how the keys of an operation whose contract was
@@ -199,7 +200,7 @@ func paramChanges(old, new opContract) []contractChange {
 		}
 	}
 	slices.SortFunc(keys, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
-	counted := func(shape string) bool { return shape != "" && shape != excludedShape }
+	counted := func(shape string) bool { return shape != "" && shape != excludedShape && shape != notIncludedShape }
 	var changes []contractChange
 	for _, k := range keys {
 		v := params[k]
@@ -215,6 +216,10 @@ func paramChanges(old, new opContract) []contractChange {
 			changes = append(changes, contractChange{what + " now left out (fingerprint.exclude)", true})
 		case v[0] == excludedShape:
 			changes = append(changes, contractChange{what + " no longer left out (fingerprint.exclude)", true})
+		case v[1] == notIncludedShape:
+			changes = append(changes, contractChange{what + " now left out (not in fingerprint.include)", true})
+		case v[0] == notIncludedShape:
+			changes = append(changes, contractChange{what + " no longer left out (fingerprint.include)", true})
 		default:
 			// only requests that send it
 			changes = append(changes, contractChange{fmt.Sprintf("%s type %s → %s", what, v[0], v[1]), false})
@@ -309,6 +314,32 @@ func excludeChanges(old, new opContract) []contractChange {
 	for _, p := range old.Exclude {
 		if !slices.Contains(new.Exclude, p) {
 			changes = append(changes, contractChange{text: fmt.Sprintf("fingerprint.exclude %s removed", p)})
+		}
+	}
+	return changes
+}
+
+// includeChanges finds fingerprint.include set or dropped, which changes
+// what every request's fingerprint holds, and the entries it added and
+// removed.
+func includeChanges(old, new opContract) []contractChange {
+	switch {
+	case len(old.Include) == 0 && len(new.Include) == 0:
+		return nil
+	case len(old.Include) == 0:
+		return []contractChange{{fmt.Sprintf("fingerprint.include [%s] set: only what it lists counts", strings.Join(new.Include, ", ")), true}}
+	case len(new.Include) == 0:
+		return []contractChange{{fmt.Sprintf("fingerprint.include [%s] dropped: every parameter and body member counts", strings.Join(old.Include, ", ")), true}}
+	}
+	var changes []contractChange
+	for _, p := range new.Include {
+		if !slices.Contains(old.Include, p) {
+			changes = append(changes, contractChange{text: fmt.Sprintf("fingerprint.include %s added", p)})
+		}
+	}
+	for _, p := range old.Include {
+		if !slices.Contains(new.Include, p) {
+			changes = append(changes, contractChange{text: fmt.Sprintf("fingerprint.include %s removed", p)})
 		}
 	}
 	return changes

@@ -14,9 +14,13 @@ import (
 
 // fingerprintParams sets the parameters that count in the operation's
 // fingerprint and records, for its contract, the ones fingerprint.exclude
-// leaves out and its JSON pointers into the body.
+// leaves out, or fingerprint.include does not list, and the JSON pointers
+// into the body of either.
 func fingerprintParams(op *operation, a annotation.Operation, d codegen.OperationDefinition) error {
-	excluded, err := excludedParams(d, a.FingerprintExclude)
+	if len(a.FingerprintInclude) > 0 {
+		return includeParams(op, a, d)
+	}
+	excluded, err := listedParams(d, "exclude", a.FingerprintExclude)
 	if err != nil {
 		return err
 	}
@@ -52,13 +56,13 @@ func paramParts(params []codegen.ParameterDefinition, prefix string, excluded ma
 	return parts
 }
 
-// excludedParams finds the parameters that fingerprint.exclude names (its
-// entries that are not JSON pointers). A header's name matches in any
-// case, as HTTP compares them; a name the operation does not declare is
-// an error that lists the ones it does.
-func excludedParams(d codegen.OperationDefinition, exclude []annotation.Pointer) (map[*codegen.ParameterDefinition]bool, error) {
-	excluded := make(map[*codegen.ParameterDefinition]bool)
-	for _, x := range exclude {
+// listedParams finds the parameters that fingerprint.exclude or include
+// (key) names: its entries that are not JSON pointers. A header's name
+// matches in any case, as HTTP compares them; a name the operation does
+// not declare is an error that lists the ones it does.
+func listedParams(d codegen.OperationDefinition, key string, entries []annotation.Pointer) (map[*codegen.ParameterDefinition]bool, error) {
+	listed := make(map[*codegen.ParameterDefinition]bool)
+	for _, x := range entries {
 		if strings.HasPrefix(x.Value, "/") {
 			continue
 		}
@@ -71,7 +75,7 @@ func excludedParams(d codegen.OperationDefinition, exclude []annotation.Pointer)
 				}
 				names = append(names, p.ParamName)
 				if p.ParamName == x.Value || (p.In == "header" && strings.EqualFold(p.ParamName, x.Value)) {
-					excluded[&params[i]] = true
+					listed[&params[i]] = true
 					found = true
 				}
 			}
@@ -79,7 +83,7 @@ func excludedParams(d codegen.OperationDefinition, exclude []annotation.Pointer)
 		if found {
 			continue
 		}
-		msg := fmt.Sprintf("x-idempotent on %s %s: fingerprint.exclude %s: the operation has no parameter %q", strings.ToUpper(d.Method), d.Path, x.Value, x.Value)
+		msg := fmt.Sprintf("x-idempotent on %s %s: fingerprint.%s %s: the operation has no parameter %q", strings.ToUpper(d.Method), d.Path, key, x.Value, x.Value)
 		if len(names) > 0 {
 			slices.Sort(names)
 			msg += "; expected one of " + strings.Join(names, ", ") + ", or a JSON pointer into the body starting with /"
@@ -88,7 +92,7 @@ func excludedParams(d codegen.OperationDefinition, exclude []annotation.Pointer)
 		}
 		return nil, &annotation.Error{Pos: x.Pos, Msg: msg}
 	}
-	return excluded, nil
+	return listed, nil
 }
 
 // excludeBodyPointers checks fingerprint.exclude's JSON pointers against

@@ -127,11 +127,16 @@ type operation struct {
 
 	// What the operation's contract records besides the fields above
 	// (see contract.go): whether idem.Options.Scope scopes its keys, the
-	// parameters fingerprint.exclude leaves out, as location and name,
-	// and its JSON pointers into the body, as written.
+	// parameters fingerprint.exclude leaves out (or include does not
+	// list), as location and name, exclude's JSON pointers into the body
+	// and include's entries, as written.
 	scopeFunction   bool
 	excludedParams  [][2]string
 	excludePointers []string
+	include         []string
+	// includeBody are include's JSON pointers with their positions, for
+	// the fingerprint writers' check that they can pick them.
+	includeBody []annotation.Pointer
 }
 
 // recoveryPoint is one recovery point of a phased operation.

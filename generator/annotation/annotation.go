@@ -27,6 +27,7 @@
 //	        complete-after: 30m # with abandoned (default 1h)
 //	        fingerprint:
 //	          exclude: [/metadata/trace_id, /note]
+//	          # or include: [/id, /data, X-Account-Id]: only these count
 //	        scope: {function: true}   # or {header: NAME}, both keys, or none
 //	        key: [{header: X-Account-Id}, {body: /po_number}]  # or {query: NAME}; a list is a composite key
 //
@@ -133,6 +134,10 @@ type Operation struct {
 	Mode               string   // ModeAtomic or ModePhased
 	RecoveryPoints     []string // as written; see GoName for the Go names
 	FingerprintExclude []Pointer
+	// FingerprintInclude, when set, lists what alone counts in the
+	// fingerprint besides the operation's name: the other parameters and
+	// body members do not. An operation has exclude or include, not both.
+	FingerprintInclude []Pointer
 	Scope              Scope
 	Pos                Position // position of the x-idempotent key
 
@@ -167,9 +172,9 @@ type Scope struct {
 	Function bool
 }
 
-// Pointer is an entry of fingerprint.exclude and where it is written: a
-// JSON pointer (RFC 6901) into the request body when it starts with "/",
-// else the name of a parameter.
+// Pointer is an entry of fingerprint.exclude or include and where it is
+// written: a JSON pointer (RFC 6901) into the request body when it starts
+// with "/", else the name of a parameter.
 type Pointer struct {
 	Value string
 	Pos   Position

@@ -421,12 +421,12 @@ paths:
       x-idempotent:
         retries: 3
         fingerprint:
-          include: [/a]
+          only: [/a]
 `),
 			errs: []string{
 				`spec.yaml:2:3: x-idempotency: unknown key "mode"; expected one of ttl, lease, required, key, scope, max-body, validate`,
 				`spec.yaml:7:9: x-idempotent: unknown key "retries"; expected one of required, key, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body, validate`,
-				`spec.yaml:9:11: x-idempotent.fingerprint: unknown key "include"; expected exclude`,
+				`spec.yaml:9:11: x-idempotent.fingerprint: unknown key "only"; expected exclude or include`,
 			},
 		},
 		{
@@ -456,7 +456,7 @@ paths:
 				`spec.yaml:8:16: x-idempotent.lease: true is a bool; ` + durationHint,
 				`spec.yaml:9:15: x-idempotent.mode: 1 is a number; expected atomic or phased`,
 				`spec.yaml:10:26: x-idempotent.recovery-points: "payment_created" is a string; expected a list of names such as [payment_created, charge_created]`,
-				`spec.yaml:11:22: x-idempotent.fingerprint: the value is a list; expected a mapping with key exclude`,
+				`spec.yaml:11:22: x-idempotent.fingerprint: the value is a list; expected a mapping with keys exclude, include`,
 				`spec.yaml:16:20: x-idempotent.fingerprint.exclude: "/a" is a string; expected a list of JSON pointers into the body, such as [/metadata/trace_id], or parameter names`,
 			},
 		},

@@ -219,6 +219,7 @@ func (r *reader) build(path, method, id string, key *yaml.Node, s settings, defs
 		Mode:               ModeAtomic,
 		RecoveryPoints:     s.points,
 		FingerprintExclude: s.exclude,
+		FingerprintInclude: s.include,
 		Scope:              defs.scope,
 		Key:                defs.key,
 		Pos:                r.pos(key),

@@ -7,20 +7,44 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-func (r *reader) fingerprint(v *yaml.Node) []Pointer {
+// fingerprint reads the fingerprint mapping: the entries of exclude,
+// which do not count, and of include, which alone count. The two are not
+// combined: exclude within include would make the reader work out which
+// entries of one the other cancels, where include alone says it plainly.
+func (r *reader) fingerprint(v *yaml.Node) (exclude, include []Pointer) {
 	const field = "x-idempotent.fingerprint"
 	if v.Kind != yaml.MappingNode {
 		r.errorf(v, "%s: %s; expected %s", field, describe(v), mappingOf(field))
-		return nil
+		return nil, nil
 	}
-	var exclude []Pointer
+	var excludeKey, includeKey *yaml.Node
 	for _, f := range r.unique(r.fields(v), field, all) {
 		if !r.known(f.key, field) {
 			continue
 		}
-		exclude = r.pointers(field+".exclude", f.value)
+		switch f.key.Value {
+		case "exclude":
+			excludeKey = f.key
+			exclude = r.pointers(field+".exclude", f.value)
+		case "include":
+			includeKey = f.key
+			include = r.pointers(field+".include", f.value)
+			if f.value.Kind == yaml.SequenceNode && len(f.value.Content) == 0 {
+				// Only the operation's name would count: every request
+				// with the same key would replay the first one's answer.
+				r.errorf(f.value, "%s.include: the list is empty, which would leave only the operation's name in the fingerprint; expected the JSON pointers into the body and the parameter names that count, such as [/id, /data], or no include", field)
+			}
+		}
 	}
-	return exclude
+	if excludeKey != nil && includeKey != nil {
+		later, earlier := includeKey, excludeKey
+		if later.Line < earlier.Line || (later.Line == earlier.Line && later.Column < earlier.Column) {
+			later, earlier = earlier, later
+		}
+		r.errorf(later, "%s: %s cannot be combined with %s (line %d); expected include alone, listing only what counts (leave out of it what exclude would remove), or exclude alone", field, later.Value, earlier.Value, earlier.Line)
+		return nil, nil
+	}
+	return exclude, include
 }
 
 func (r *reader) pointers(field string, v *yaml.Node) []Pointer {

@@ -21,7 +21,7 @@ var accepted = map[string][]string{
 	"x-idempotency.scope":      {"header", "function"},
 	"x-idempotent":             {"required", "key", "ttl", "lease", "mode", "recovery-points", "abandoned", "complete-after", "fingerprint", "scope", "max-body", "validate"},
 	"x-idempotent.key":         {"header", "query", "body"},
-	"x-idempotent.fingerprint": {"exclude"},
+	"x-idempotent.fingerprint": {"exclude", "include"},
 	"x-idempotent.scope":       {"header", "function"},
 }
 

@@ -61,6 +61,7 @@ type settings struct {
 	points     []string
 	pointsNode *yaml.Node // the recovery-points value, even when invalid
 	exclude    []Pointer
+	include    []Pointer
 	scope      *Scope
 	key        *Key
 	maxBody    int64 // 0 when absent or invalid
@@ -173,7 +174,7 @@ func (r *reader) settings(m *yaml.Node) settings {
 			s.completeAfterNode = f.value
 			s.completeAfter = r.completeAfter(f.value)
 		case "fingerprint":
-			s.exclude = r.fingerprint(f.value)
+			s.exclude, s.include = r.fingerprint(f.value)
 		case "key":
 			s.key = r.key(field+".key", f.value)
 		case "scope":
