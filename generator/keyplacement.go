@@ -17,6 +17,10 @@ import (
 type keySource struct {
 	In   string // header, query or body
 	Name string // the parameter's name as the spec spells it, or the JSON pointer
+	// Integer and UUID say what values the part holds, for the
+	// conformance helpers' keys: an integer, a string of format uuid, or
+	// other text.
+	Integer, UUID bool
 	// expr is the request object's field holding a parameter, and tokens
 	// the pointer's unescaped tokens under request.Body.
 	expr   string
@@ -34,26 +38,11 @@ func (k keySource) Const() string {
 	return "idem.KeyInBody"
 }
 
-// InKit reports whether the conformance helpers check op: an annotated
-// operation whose key is the Idempotency-Key header, which idemtest's
-// checks send.
-func (op operation) InKit() bool { return op.Idempotent && len(op.KeyFrom) == 0 }
-
-// AnyInKit reports whether the conformance helpers check an operation.
-func (m *model) AnyInKit() bool {
-	return slices.ContainsFunc(m.Operations, operation.InKit)
-}
-
-// KeyFromElsewhere names the annotated operations whose key is not the
-// Idempotency-Key header, for the conformance helpers' doc.
-func (m *model) KeyFromElsewhere() string {
-	var names []string
-	for _, op := range m.Operations {
-		if len(op.KeyFrom) > 0 {
-			names = append(names, op.Name)
-		}
-	}
-	return strings.Join(names, ", ")
+// kind records from its schema s whether the source holds integers or
+// UUIDs, for which the conformance helpers make keys of their own kind.
+func (k *keySource) kind(s *openapi3.Schema) {
+	k.Integer = s.Type.Is("integer")
+	k.UUID = s.Type.Is("string") && s.Format == "uuid"
 }
 
 // keyPlacement checks the annotation's key against the operation: each
@@ -125,6 +114,7 @@ func paramKeySource(a annotation.Operation, d codegen.OperationDefinition, p ann
 		if a.Required && !param.Required {
 			return src, fmt.Errorf("the %s parameter is optional, and the key is required; expected required: true on the parameter, or required: false in x-idempotent for a key that may be left out", param.ParamName)
 		}
+		src.kind(param.Spec.Schema.Value)
 		return src, nil
 	}
 	expected := "a " + p.In + " parameter declared on the operation"
@@ -187,6 +177,7 @@ func bodyKeySource(a annotation.Operation, d codegen.OperationDefinition, p anno
 	if why := keyTypeProblem(s); why != "" {
 		return src, fmt.Errorf("%s in the request body %s", p.Name, why)
 	}
+	src.kind(s)
 	return src, nil
 }
 

@@ -1,16 +1,22 @@
 package generator_test
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/idemgen/idemgen/generator"
 )
 
 // TestKeyPlacementServerKinds generates testdata/keyplacement, whose
 // operations read their keys from a header, a JSON body, a form body, a
 // query parameter with a body member, and an optional body member, for
 // each server kind, and runs the placement suite against it over HTTP:
-// TestKeyFromHeader, TestKeyFromBody and TestCompositeKey.
+// TestKeyFromHeader, TestKeyFromBody and TestCompositeKey, and the
+// generated conformance helpers, TestPlacementConformance.
 func TestKeyPlacementServerKinds(t *testing.T) {
 	t.Parallel()
 	for _, kind := range serverKinds {
@@ -39,19 +45,76 @@ func TestCompositeKey(t *testing.T) {
 	runTestBinary(t, placementBinary(t, "std-http"), "^TestCompositeKey$", "")
 }
 
+// TestKeyPlacementConformance runs the suite's test of that name, on
+// std-http: the generated conformance helpers check every placement.
+func TestKeyPlacementConformance(t *testing.T) {
+	t.Parallel()
+	runTestBinary(t, placementBinary(t, "std-http"), "^TestPlacementConformance$", "")
+}
+
 // placementBinary is the test binary of testdata/keyplacement generated
-// for kind, with the placement suite.
+// for kind, with the placement suite and the conformance test.
 func placementBinary(t *testing.T, kind string) string {
 	return buildTestBinary(t, "keyplacement-"+kind, func(t *testing.T) string {
 		cfg := loadConfig(t, filepath.Join("testdata", "keyplacement", "idemgen.yaml"))
 		cfg.Server = kind
 		res := generate(t, cfg)
-		return writeGoPackage(t, res, map[string]string{
+		pkg := writeGoPackage(t, res, map[string]string{
 			"mount_test.go":     mounts[kind],
 			"placement_test.go": placementSuite,
 		})
+		// The conformance helpers (tests: true) are a package of their
+		// own, which imports the generated one from where it now is.
+		kit := slices.IndexFunc(res.Files, func(f generator.File) bool { return strings.HasSuffix(f.Path, "conformance.gen.go") })
+		if kit < 0 {
+			t.Fatal("no conformance helpers generated")
+		}
+		from := []byte(`"github.com/idemgen/idemgen/generator/testdata/keyplacement/gen"`)
+		to := []byte(`"github.com/idemgen/idemgen/generator/` + strings.TrimPrefix(pkg, "./") + `"`)
+		if !bytes.Contains(res.Files[kit].Content, from) {
+			t.Fatalf("the conformance helpers do not import %s", from)
+		}
+		writeFile(t, filepath.Join(pkg, "kindstest", "conformance.gen.go"), bytes.ReplaceAll(res.Files[kit].Content, from, to))
+		writeFile(t, filepath.Join(pkg, "conformance_test.go"), []byte(strings.ReplaceAll(placementConformance, "PKG", strings.TrimPrefix(pkg, "./"))))
+		return pkg
 	})
 }
+
+// placementConformance runs the generated conformance helpers on the
+// placement suite's service: importOrders from the spec's form example,
+// the others from requests whose key members the checks replace or add.
+const placementConformance = `package kinds_test
+
+import (
+	"log/slog"
+	"net/http"
+	"testing"
+
+	"github.com/idemgen/idemgen/generator/PKG"
+	"github.com/idemgen/idemgen/generator/PKG/kindstest"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemtest"
+	"github.com/idemgen/idemgen/idem/memstore"
+)
+
+// TestPlacementConformance runs this kind's generated conformance
+// helpers on the in-memory store, every operation with its keys where
+// the spec says it reads them: a header, a JSON member (createNote's,
+// a UUID, absent from the request given), a form field, and a query
+// parameter with an integer member.
+func TestPlacementConformance(t *testing.T) {
+	opts := kinds.IdempotentHandlerOptions{Options: idem.Options{Logger: slog.New(slog.DiscardHandler)}}
+	post := func(path, body string) *idemtest.Request {
+		return &idemtest.Request{Method: "POST", Path: path, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(body)}
+	}
+	kindstest.Check(t, kinds.NewPlacements(), memstore.New(memstore.Options{}), opts, kindstest.Requests{
+		ReceivePaymentEvent: post("/webhooks/payments", ` + "`" + `{"type":"payment.succeeded","data":{"payment":"p1"}}` + "`" + `),
+		CreateOrder:         post("/orders", ` + "`" + `{"client_reference":"example","amount":5}` + "`" + `),
+		CreateTransfer:      post("/transfers", ` + "`" + `{"line":{"number":1},"amount":5}` + "`" + `),
+		CreateNote:          post("/notes", ` + "`" + `{"text":"a"}` + "`" + `),
+	})
+}
+`
 
 const placementSuite = `package kinds
 
@@ -79,6 +142,9 @@ const principalKey = "principal"
 type placements struct {
 	events, orders, imports, transfers, notes atomic.Int64
 }
+
+// NewPlacements is the service for the external conformance test.
+func NewPlacements() IdempotentServer[memstore.NoTx] { return &placements{} }
 
 func (s *placements) ReceivePaymentEvent(_ context.Context, _ *idem.Attempt[memstore.NoTx], _ ReceivePaymentEventRequestObject) (ReceivePaymentEventResponseObject, error) {
 	return ReceivePaymentEvent200JSONResponse{Run: int(s.events.Add(1))}, nil
@@ -338,5 +404,58 @@ func TestKeyPlacementDocumented(t *testing.T) {
 	}
 	if !strings.Contains(client, "its key is in the request itself (from the Webhook-Id header)") {
 		t.Error("the client's ReceivePaymentEvent does not say where its key is")
+	}
+}
+
+// TestKitExamplesLeaveTheKeyToTheChecks: the request the conformance
+// helpers build from the spec's examples needs no example of a key
+// part, whose values the checks place themselves: neither the key's
+// header nor its required query parameter. A form body is built from its
+// example, and one the helpers cannot encode says what to set.
+func TestKitExamplesLeaveTheKeyToTheChecks(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(filepath.Join("testdata", "keyplacement", "openapi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := string(src)
+	for _, r := range []struct{ old, new string }{
+		// No example for the Webhook-Id header; one for the event.
+		{"schema: {type: string, example: msg_1}", "schema: {type: string}"},
+		{`schema: {$ref: "#/components/schemas/Event"}`, `schema: {$ref: "#/components/schemas/Event"}
+            example: {type: payment.succeeded, data: {payment: p1}}`},
+		// The transfer's batch, a required query parameter, has none.
+		{"                amount: {type: integer}\n      responses:\n        \"201\":\n          description: Transferred.",
+			"                amount: {type: integer}\n            example: {line: {number: 1}, amount: 5}\n      responses:\n        \"201\":\n          description: Transferred."},
+		// A form example with a nested value.
+		{"example: {po_number: PO-1, lines: 3}", "example: {po_number: PO-1, lines: {n: 3}}"},
+	} {
+		if !strings.Contains(spec, r.old) {
+			t.Fatalf("the spec has no %q", r.old)
+		}
+		spec = strings.Replace(spec, r.old, r.new, 1)
+	}
+	path := filepath.Join(t.TempDir(), "openapi.yaml")
+	writeFile(t, path, []byte(spec))
+	res := generate(t, configFor(t, filepath.Join("testdata", "keyplacement"), path, "tests: true\n"))
+	var kit string
+	for _, f := range res.Files {
+		if strings.HasSuffix(f.Path, "conformance.gen.go") {
+			kit = string(f.Content)
+		}
+	}
+	for _, want := range []string{
+		"Path:   opts.BaseURL + \"/webhooks/payments\",",
+		"Body: []byte(`{\"data\":{\"payment\":\"p1\"},\"type\":\"payment.succeeded\"}`),",
+		"Path:   opts.BaseURL + \"/transfers\",",
+		"Body: []byte(`{\"amount\":5,\"line\":{\"number\":1}}`),",
+		`t.Fatal("set Requests.ImportOrders: the spec has no example request for importOrders (the form request body's example has a nested value in lines, which the helpers cannot encode; supply the request)")`,
+	} {
+		if !strings.Contains(kit, want) {
+			t.Errorf("the conformance helpers do not say %s", want)
+		}
+	}
+	if strings.Contains(kit, `"Webhook-Id": {`) {
+		t.Error("the request built from the examples sets the key's header, which the checks place")
 	}
 }

@@ -2,13 +2,17 @@ package generator
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/idemgen/idemgen/generator/annotation"
+	"github.com/idemgen/idemgen/idem"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 )
 
@@ -16,11 +20,12 @@ import (
 // examples, for the generated conformance helpers; Missing says what the
 // spec lacks when it cannot be built.
 type kitExample struct {
-	Path    string            // the path with its parameters filled in
-	Headers map[string]string // required header parameters
-	Body    string            // the JSON body, "" when none
-	Missing string            // why there is no example; "" when there is
-	headers []string          // Headers' names, sorted
+	Path        string            // the path with its parameters filled in
+	Headers     map[string]string // required header parameters
+	ContentType string            // the body's media type, "" when none
+	Body        string            // the JSON or form body, "" when none
+	Missing     string            // why there is no example; "" when there is
+	headers     []string          // Headers' names, sorted
 }
 
 // BodyLiteral is Body as a Go string literal, raw where it can be.
@@ -37,9 +42,15 @@ func (e kitExample) HeaderNames() []string { return e.headers }
 
 // requestExample builds the operation's example request from the spec:
 // the media type's example (or first named example, or the schema's),
-// and each required parameter's example.
-func requestExample(d codegen.OperationDefinition) kitExample {
+// and each required parameter's example but those of key, the places
+// the key is read from, where the checks put keys of their own.
+func requestExample(d codegen.OperationDefinition, key []keySource) kitExample {
 	ex := kitExample{Path: d.Path, Headers: map[string]string{}}
+	keyed := func(in, name string) bool {
+		return slices.ContainsFunc(key, func(k keySource) bool {
+			return k.In == in && (k.Name == name || in == annotation.KeyInHeader && strings.EqualFold(k.Name, name))
+		})
+	}
 	for _, p := range d.PathParams {
 		v, ok := paramExample(p)
 		if !ok {
@@ -48,7 +59,7 @@ func requestExample(d codegen.OperationDefinition) kitExample {
 		ex.Path = strings.ReplaceAll(ex.Path, "{"+p.ParamName+"}", v)
 	}
 	for _, p := range d.HeaderParams {
-		if !p.Required || strings.EqualFold(p.ParamName, "Idempotency-Key") {
+		if !p.Required || strings.EqualFold(p.ParamName, idem.HeaderKey) || keyed(annotation.KeyInHeader, p.ParamName) {
 			continue
 		}
 		v, ok := paramExample(p)
@@ -60,27 +71,88 @@ func requestExample(d codegen.OperationDefinition) kitExample {
 	}
 	slices.Sort(ex.headers)
 	for _, p := range d.QueryParams {
-		if p.Required {
+		if p.Required && !keyed(annotation.KeyInQuery, p.ParamName) {
 			return kitExample{Missing: fmt.Sprintf("query parameter %s is required; supply the request", p.ParamName)}
 		}
 	}
 	if d.Spec == nil || d.Spec.RequestBody == nil || d.Spec.RequestBody.Value == nil {
 		return ex
 	}
-	mt := d.Spec.RequestBody.Value.Content.Get("application/json")
-	if mt == nil {
-		return kitExample{Missing: "the request body is not JSON; supply the request"}
+	var missing string
+	ex.ContentType, ex.Body, missing = bodyExample(d.Spec.RequestBody.Value.Content)
+	if missing != "" {
+		return kitExample{Missing: missing}
 	}
-	value, ok := mediaExample(mt)
-	if !ok {
-		return kitExample{Missing: "the JSON request body has no example"}
-	}
-	b, err := json.Marshal(value)
-	if err != nil {
-		return kitExample{Missing: fmt.Sprintf("the body's example does not encode: %v", err)}
-	}
-	ex.Body = string(b)
 	return ex
+}
+
+// bodyExample is the example body of a JSON or, failing that, a form
+// media type, with its media type; missing says why there is none.
+func bodyExample(content openapi3.Content) (contentType, body, missing string) {
+	if mt := content.Get("application/json"); mt != nil {
+		value, ok := mediaExample(mt)
+		if !ok {
+			return "", "", "the JSON request body has no example"
+		}
+		b, err := json.Marshal(value)
+		if err != nil {
+			return "", "", fmt.Sprintf("the body's example does not encode: %v", err)
+		}
+		return "application/json", string(b), ""
+	}
+	if mt := content.Get(formMediaType); mt != nil {
+		value, ok := mediaExample(mt)
+		if !ok {
+			return "", "", "the form request body has no example"
+		}
+		body, err := formExample(value)
+		if err != nil {
+			return "", "", err.Error()
+		}
+		return formMediaType, body, ""
+	}
+	return "", "", "the request body is neither JSON nor a URL-encoded form; supply the request"
+}
+
+const formMediaType = "application/x-www-form-urlencoded"
+
+// formExample encodes a form body's example, an object whose members are
+// scalars or arrays of them (a field repeated).
+func formExample(v any) (string, error) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return "", errors.New("the form request body's example is not an object; supply the request")
+	}
+	values := url.Values{}
+	for name, v := range obj {
+		items, isArray := v.([]any)
+		if !isArray {
+			items = []any{v}
+		}
+		for _, item := range items {
+			text, ok := formValue(item)
+			if !ok {
+				return "", fmt.Errorf("the form request body's example has a nested value in %s, which the helpers cannot encode; supply the request", name)
+			}
+			values.Add(name, text)
+		}
+	}
+	return values.Encode(), nil
+}
+
+// formValue is a scalar example value as form text.
+func formValue(v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case bool:
+		return strconv.FormatBool(v), true
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64), true
+	case int, int64, uint64, json.Number:
+		return fmt.Sprint(v), true
+	}
+	return "", false
 }
 
 func mediaExample(mt *openapi3.MediaType) (any, bool) {

@@ -210,7 +210,7 @@ func buildModel(cfg *Config, src source) (*model, error) {
 				errs = append(errs, err)
 			}
 			if cfg.Tests {
-				op.Example = requestExample(d)
+				op.Example = requestExample(d, op.KeyFrom)
 			}
 			if w := scopeWarning(a, d, security); w != "" {
 				warnings = append(warnings, warning{a.Pos, w})

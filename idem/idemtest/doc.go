@@ -7,7 +7,10 @@
 // replay, 422 for a changed request, concurrent duplicates that run once,
 // and a failing run that leaves the key free and none of its writes
 // behind: a table it changed (see ReadTables) was written outside the
-// attempt's transaction, through the pool instead of at.Tx(). With tests:
+// attempt's transaction, through the pool instead of at.Tx(). The keys
+// go in the Idempotency-Key header, or where Request.Key says the
+// operation reads them: a header, a query parameter, a member of a JSON
+// body or a form field, or several for a composite key. With tests:
 // true in idemgen.yaml, idemgen also writes a package <package>test whose
 // Check does this for every annotated operation, counting runs by
 // wrapping the implementation and reading the tables of the database its

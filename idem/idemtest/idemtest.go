@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -55,12 +54,21 @@ type Request struct {
 	Method string // POST
 	Path   string // /orders, with any query
 	// Header holds Content-Type and what else the operation needs, such as
-	// a tenant header; the checks set Idempotency-Key.
+	// a tenant header; the checks set Idempotency-Key, or the header Key
+	// names.
 	Header http.Header
 	Body   []byte
+	// Key is where the operation reads its idempotency key from when that
+	// is not the Idempotency-Key header, one part each (a composite key
+	// has several): each check puts fresh values there, in their header,
+	// in Path's query, or in Body at their member or form field,
+	// replacing what the request has there. The generated helpers set it
+	// from the spec. Nil: the checks send the Idempotency-Key header.
+	Key []KeyPart
 	// Changed is another valid body for the same operation, for the check
-	// that a key reused for a different request is a 422. Nil: the checks
-	// derive one from a JSON body by changing one of its values.
+	// that a key reused for a different request is a 422; the check puts
+	// the key's parts in it as in Body. Nil: the checks derive one from a
+	// JSON or form body by changing one of its values, not the key's.
 	Changed []byte
 	// OutsideAttempt names tables ("audit_log", or "schema.audit_log")
 	// the operation writes outside its attempt's transaction on purpose,
@@ -110,7 +118,8 @@ type TB[T any] interface {
 const Concurrency = 20
 
 // Check drives one operation of h through the Idempotency-Key protocol
-// over real HTTP, each check in a subtest with keys of its own:
+// over real HTTP, each check in a subtest with keys of its own, sent in
+// the Idempotency-Key header or where Request.Key says:
 //
 //   - first: the request is answered with a 2xx, not replayed, and runs once;
 //   - replay: the same request and key again is the same answer, byte for
@@ -132,7 +141,7 @@ func Check[T TB[T]](t T, h http.Handler, req Request, hooks Hooks) {
 		runs = func() int { return unknownRuns }
 	}
 
-	key := NewKey()
+	key := req.newKey()
 	var first exchange
 	if !t.Run("first", func(t T) {
 		var err error
@@ -148,20 +157,17 @@ func Check[T TB[T]](t T, h http.Handler, req Request, hooks Hooks) {
 		}
 	})
 	t.Run("changed-request", func(t T) {
-		changed := req.Changed
-		if changed == nil {
-			var err error
-			if changed, err = ChangeJSON(req.Body); err != nil {
-				t.Logf("idemtest: not checked: %v; set Request.Changed", err)
-				return
-			}
+		changed, err := req.changed()
+		if err != nil {
+			t.Logf("idemtest: not checked: %v; set Request.Changed", err)
+			return
 		}
 		if err := checkChanged(t.Context(), c, key, changed, runs); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("concurrent", func(t T) {
-		if err := checkConcurrent(t.Context(), c, NewKey(), Concurrency, runs); err != nil {
+		if err := checkConcurrent(t.Context(), c, req.newKey(), Concurrency, runs); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -175,7 +181,7 @@ func Check[T TB[T]](t T, h http.Handler, req Request, hooks Hooks) {
 			t.Log("idemtest: writes outside the attempt not looked for: no Hooks.Tables to read the database")
 			tables = func(context.Context) (*Tables, error) { return nil, nil }
 		}
-		if err := checkErrorReleasesKey(t.Context(), c, NewKey(), hooks.FailNext, runs, tables); err != nil {
+		if err := checkErrorReleasesKey(t.Context(), c, req.newKey(), hooks.FailNext, runs, tables); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -193,7 +199,8 @@ func tableNames(changed []string) string {
 	return "tables " + strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
-// NewKey returns a random Idempotency-Key.
+// NewKey returns a random Idempotency-Key, or value of a key part that
+// is text.
 func NewKey() string {
 	return "idemtest-" + rand.Text()
 }
@@ -211,6 +218,7 @@ type client struct {
 
 // exchange is an answer as the checks compare it.
 type exchange struct {
+	sent     []byte // the request's body, with its key
 	status   int
 	header   http.Header
 	body     []byte
@@ -239,18 +247,14 @@ func (e exchange) problem() string {
 	return p.Type
 }
 
-func (c *client) send(ctx context.Context, key string, body []byte) (exchange, error) {
+func (c *client) send(ctx context.Context, key keyValues, body []byte) (exchange, error) {
 	if body == nil {
 		body = c.req.Body
 	}
-	r, err := http.NewRequestWithContext(ctx, c.req.Method, c.url+c.req.Path, bytes.NewReader(body))
+	r, sent, err := c.request(ctx, key, body)
 	if err != nil {
-		return exchange{}, fmt.Errorf("idemtest: the request: %w", err)
+		return exchange{}, err
 	}
-	for name, values := range c.req.Header {
-		r.Header[name] = slices.Clone(values)
-	}
-	r.Header.Set("Idempotency-Key", key)
 	resp, err := c.http.Do(r)
 	if err != nil {
 		return exchange{}, fmt.Errorf("idemtest: %s %s: %w", c.req.Method, c.req.Path, err)
@@ -260,7 +264,7 @@ func (c *client) send(ctx context.Context, key string, body []byte) (exchange, e
 	if err != nil {
 		return exchange{}, fmt.Errorf("idemtest: %s %s: reading the answer: %w", c.req.Method, c.req.Path, err)
 	}
-	return exchange{status: resp.StatusCode, header: resp.Header, body: b, problems: c.problems}, nil
+	return exchange{sent: sent, status: resp.StatusCode, header: resp.Header, body: b, problems: c.problems}, nil
 }
 
 // ranSince reports an error when the operation did not run want times
@@ -275,14 +279,14 @@ func ranSince(runs func() int, before, want int, what string) error {
 	return nil
 }
 
-func checkFirst(ctx context.Context, c *client, key string, runs func() int) (exchange, error) {
+func checkFirst(ctx context.Context, c *client, key keyValues, runs func() int) (exchange, error) {
 	before := runs()
 	first, err := c.send(ctx, key, nil)
 	if err != nil {
 		return first, err
 	}
 	if !first.ok() {
-		return first, fmt.Errorf("first call: answered %v, want a 2xx: is the request valid?", first)
+		return first, fmt.Errorf("first call (%s): answered %v, want a 2xx: is the request valid?", c.req.describe(key), first)
 	}
 	if first.replayed() {
 		return first, fmt.Errorf("first call with a new key: marked %s: true", idem.HeaderReplayed)
@@ -290,7 +294,7 @@ func checkFirst(ctx context.Context, c *client, key string, runs func() int) (ex
 	return first, ranSince(runs, before, 1, "first call")
 }
 
-func checkReplay(ctx context.Context, c *client, key string, first exchange, runs func() int) error {
+func checkReplay(ctx context.Context, c *client, key keyValues, first exchange, runs func() int) error {
 	before := runs()
 	again, err := c.send(ctx, key, nil)
 	if err != nil {
@@ -310,19 +314,19 @@ func checkReplay(ctx context.Context, c *client, key string, first exchange, run
 	return ranSince(runs, before, 0, "a replay")
 }
 
-func checkChanged(ctx context.Context, c *client, key string, changed []byte, runs func() int) error {
+func checkChanged(ctx context.Context, c *client, key keyValues, changed []byte, runs func() int) error {
 	before := runs()
 	got, err := c.send(ctx, key, changed)
 	if err != nil {
 		return err
 	}
 	if got.status != http.StatusUnprocessableEntity || got.problem() != idem.TypeKeyReused {
-		return fmt.Errorf("the key with another request (%s): answered %v, want 422 %s", changed, got, idem.TypeKeyReused)
+		return fmt.Errorf("the key with another request (%s): answered %v, want 422 %s", got.sent, got, idem.TypeKeyReused)
 	}
 	return ranSince(runs, before, 0, "the key with another request")
 }
 
-func checkConcurrent(ctx context.Context, c *client, key string, n int, runs func() int) error {
+func checkConcurrent(ctx context.Context, c *client, key keyValues, n int, runs func() int) error {
 	before := runs()
 	answers := make([]exchange, n)
 	errs := make([]error, n)
@@ -374,7 +378,7 @@ func checkConcurrent(ctx context.Context, c *client, key string, n int, runs fun
 	return nil
 }
 
-func checkErrorReleasesKey(ctx context.Context, c *client, key string, failNext func(), runs func() int, tables func(context.Context) (*Tables, error)) error {
+func checkErrorReleasesKey(ctx context.Context, c *client, key keyValues, failNext func(), runs func() int, tables func(context.Context) (*Tables, error)) error {
 	tablesBefore, err := tables(ctx)
 	if err != nil {
 		return err

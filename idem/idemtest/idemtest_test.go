@@ -28,6 +28,9 @@ type fakeAPI struct {
 
 	// write, when set, is each run's own work, failed runs' included.
 	write func()
+	// keyOf, when set, reads the key from the request instead of the
+	// Idempotency-Key header; "" is no key.
+	keyOf func(r *http.Request, body []byte) string
 
 	mu       sync.Mutex
 	keys     map[string]*entry
@@ -49,6 +52,13 @@ func (f *fakeAPI) hooks() Hooks {
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	key := r.Header.Get("Idempotency-Key")
+	if f.keyOf != nil {
+		key = f.keyOf(r, body)
+	}
+	if key == "" {
+		idem.WriteProblem(w, &idem.Problem{Type: idem.TypeMissingKey, Status: 400, Title: "no key"})
+		return
+	}
 	f.mu.Lock()
 	if f.keys == nil {
 		f.keys = map[string]*entry{}
@@ -130,30 +140,30 @@ func TestChecksReportFaults(t *testing.T) {
 		want  string
 	}{
 		{"replay unmarked", &fakeAPI{noReplayMark: true}, func(c *client, runs func() int, _ Hooks) error {
-			first, err := checkFirst(t.Context(), c, "k", runs)
+			first, err := checkFirst(t.Context(), c, keyValues{"k"}, runs)
 			if err != nil {
 				return err
 			}
-			return checkReplay(t.Context(), c, "k", first, runs)
+			return checkReplay(t.Context(), c, keyValues{"k"}, first, runs)
 		}, "no Idempotent-Replayed: true"},
 		{"no dedup on replay", &fakeAPI{noDedup: true}, func(c *client, runs func() int, _ Hooks) error {
-			first, err := checkFirst(t.Context(), c, "k", runs)
+			first, err := checkFirst(t.Context(), c, keyValues{"k"}, runs)
 			if err != nil {
 				return err
 			}
-			return checkReplay(t.Context(), c, "k", first, runs)
+			return checkReplay(t.Context(), c, keyValues{"k"}, first, runs)
 		}, "want the first answer byte for byte"},
 		{"changed body replays", &fakeAPI{ignoreBody: true}, func(c *client, runs func() int, _ Hooks) error {
-			if _, err := checkFirst(t.Context(), c, "k", runs); err != nil {
+			if _, err := checkFirst(t.Context(), c, keyValues{"k"}, runs); err != nil {
 				return err
 			}
-			return checkChanged(t.Context(), c, "k", []byte(`{"amount_cents": 101}`), runs)
+			return checkChanged(t.Context(), c, keyValues{"k"}, []byte(`{"amount_cents": 101}`), runs)
 		}, "want 422"},
 		{"concurrent runs", &fakeAPI{noDedup: true}, func(c *client, runs func() int, _ Hooks) error {
-			return checkConcurrent(t.Context(), c, "k", Concurrency, runs)
+			return checkConcurrent(t.Context(), c, keyValues{"k"}, Concurrency, runs)
 		}, "requests at once with one key"},
 		{"failure kept", &fakeAPI{keepFailures: true}, func(c *client, runs func() int, h Hooks) error {
-			return checkErrorReleasesKey(t.Context(), c, "k", h.FailNext, runs, noTables)
+			return checkErrorReleasesKey(t.Context(), c, keyValues{"k"}, h.FailNext, runs, noTables)
 		}, "the failure must leave the key free"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -176,7 +186,7 @@ func TestFirstNeedsAValidRequest(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := &client{url: srv.URL, req: orderRequest, http: srv.Client()}
-	_, err := checkFirst(t.Context(), c, "k", func() int { return 0 })
+	_, err := checkFirst(t.Context(), c, keyValues{"k"}, func() int { return 0 })
 	if err == nil || !strings.Contains(err.Error(), "is the request valid?") {
 		t.Fatalf("checkFirst = %v", err)
 	}

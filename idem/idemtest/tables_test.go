@@ -50,7 +50,7 @@ func TestErrorCheckFindsWritesOutsideTheAttempt(t *testing.T) {
 			req.OutsideAttempt = tc.outside
 			c := &client{url: srv.URL, req: req, http: srv.Client()}
 			h := f.hooks()
-			err := checkErrorReleasesKey(t.Context(), c, NewKey(), h.FailNext, h.Runs, tables)
+			err := checkErrorReleasesKey(t.Context(), c, keyValues{NewKey()}, h.FailNext, h.Runs, tables)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("the check failed: %v", err)

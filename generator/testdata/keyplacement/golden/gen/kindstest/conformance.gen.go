@@ -22,11 +22,26 @@ import (
 
 // Requests are the requests Check sends, one per annotated operation. A
 // nil field uses the request built from the spec's examples; Check fails,
-// saying what the spec lacks, when it has none.
-//
-// The operations that read their key from elsewhere than the
-// Idempotency-Key header (importOrders, createNote, createOrder, createTransfer, receivePaymentEvent) are not checked here yet.
+// saying what the spec lacks, when it has none. Check sends each key in
+// the Idempotency-Key header, or where the spec says the operation reads
+// it (idemtest.Request.Key, which Check sets from the spec), replacing
+// what the request holds there.
 type Requests struct {
+	// ImportOrders is a valid POST /imports.
+	// Its key is read from /po_number in the body.
+	ImportOrders *idemtest.Request
+	// CreateNote is a valid POST /notes.
+	// Its key is read from /reference in the body.
+	CreateNote *idemtest.Request
+	// CreateOrder is a valid POST /orders.
+	// Its key is read from /client_reference in the body.
+	CreateOrder *idemtest.Request
+	// CreateTransfer is a valid POST /transfers.
+	// Its key is read from the batch query parameter and /line/number in the body.
+	CreateTransfer *idemtest.Request
+	// ReceivePaymentEvent is a valid POST /webhooks/payments.
+	// Its key is read from the Webhook-Id header.
+	ReceivePaymentEvent *idemtest.Request
 }
 
 // Check runs the protocol checks on each annotated operation of impl,
@@ -37,7 +52,91 @@ type Requests struct {
 // t is usually the test's *testing.T; any idemtest.TB will do.
 func Check[T any, TB idemtest.TB[TB]](t TB, impl kinds.IdempotentServer[T], store idem.Store[T], opts kinds.IdempotentHandlerOptions, reqs Requests) {
 	t.Helper()
-	t.Fatal("no operation to check: importOrders, createNote, createOrder, createTransfer, receivePaymentEvent read their keys from elsewhere than the Idempotency-Key header, which these checks do not send yet")
+	s := &counted[T]{IdempotentServer: impl}
+	h := handler[T](s, store, opts)
+	t.Run("importOrders", func(t TB) {
+		req := reqs.ImportOrders
+		if req == nil {
+			req = &idemtest.Request{
+				Method: "POST",
+				Path:   opts.BaseURL + "/imports",
+				Header: http.Header{
+					"Content-Type": {"application/x-www-form-urlencoded"},
+				},
+				Body: []byte(`lines=3&po_number=PO-1`),
+			}
+		}
+		// The checks put their keys where the spec says they are read.
+		r := *req
+		r.Key = []idemtest.KeyPart{
+			{Source: idem.KeySource{In: idem.KeyInBody, Name: "/po_number"}},
+		}
+		req = &r
+		hooks := s.importOrdersOp.hooks()
+		hooks.Problems = opts.Problems
+		idemtest.Check(t, h, *req, hooks)
+	})
+	t.Run("createNote", func(t TB) {
+		req := reqs.CreateNote
+		if req == nil {
+			t.Fatal("set Requests.CreateNote: the spec has no example request for createNote (the JSON request body has no example)")
+		}
+		// The checks put their keys where the spec says they are read.
+		r := *req
+		r.Key = []idemtest.KeyPart{
+			{Source: idem.KeySource{In: idem.KeyInBody, Name: "/reference"}, UUID: true},
+		}
+		req = &r
+		hooks := s.createNoteOp.hooks()
+		hooks.Problems = opts.Problems
+		idemtest.Check(t, h, *req, hooks)
+	})
+	t.Run("createOrder", func(t TB) {
+		req := reqs.CreateOrder
+		if req == nil {
+			t.Fatal("set Requests.CreateOrder: the spec has no example request for createOrder (the JSON request body has no example)")
+		}
+		// The checks put their keys where the spec says they are read.
+		r := *req
+		r.Key = []idemtest.KeyPart{
+			{Source: idem.KeySource{In: idem.KeyInBody, Name: "/client_reference"}},
+		}
+		req = &r
+		hooks := s.createOrderOp.hooks()
+		hooks.Problems = opts.Problems
+		idemtest.Check(t, h, *req, hooks)
+	})
+	t.Run("createTransfer", func(t TB) {
+		req := reqs.CreateTransfer
+		if req == nil {
+			t.Fatal("set Requests.CreateTransfer: the spec has no example request for createTransfer (the JSON request body has no example)")
+		}
+		// The checks put their keys where the spec says they are read.
+		r := *req
+		r.Key = []idemtest.KeyPart{
+			{Source: idem.KeySource{In: idem.KeyInQuery, Name: "batch"}},
+			{Source: idem.KeySource{In: idem.KeyInBody, Name: "/line/number"}, Integer: true},
+		}
+		req = &r
+		hooks := s.createTransferOp.hooks()
+		hooks.Problems = opts.Problems
+		idemtest.Check(t, h, *req, hooks)
+	})
+	t.Run("receivePaymentEvent", func(t TB) {
+		req := reqs.ReceivePaymentEvent
+		if req == nil {
+			t.Fatal("set Requests.ReceivePaymentEvent: the spec has no example request for receivePaymentEvent (the JSON request body has no example)")
+		}
+		// The checks put their keys where the spec says they are read.
+		r := *req
+		r.Key = []idemtest.KeyPart{
+			{Source: idem.KeySource{In: idem.KeyInHeader, Name: "Webhook-Id"}},
+		}
+		req = &r
+		hooks := s.receivePaymentEventOp.hooks()
+		hooks.Problems = opts.Problems
+		idemtest.Check(t, h, *req, hooks)
+	})
 }
 
 // handler serves s as the generated code mounts it (server: std-http).

@@ -24,15 +24,21 @@ import (
 
 // Requests are the requests Check sends, one per annotated operation. A
 // nil field uses the request built from the spec's examples; Check fails,
-// saying what the spec lacks, when it has none.
-//
-// The operations that read their key from elsewhere than the
-// Idempotency-Key header (importOrders, receivePaymentEvent) are not checked here yet.
+// saying what the spec lacks, when it has none. Check sends each key in
+// the Idempotency-Key header, or where the spec says the operation reads
+// it (idemtest.Request.Key, which Check sets from the spec), replacing
+// what the request holds there.
 type Requests struct {
 	// CreateOrder is a valid POST /orders.
 	CreateOrder *idemtest.Request
+	// ImportOrders is a valid POST /orders/imports.
+	// Its key is read from /po_number in the body.
+	ImportOrders *idemtest.Request
 	// CreatePayment is a valid POST /payments.
 	CreatePayment *idemtest.Request
+	// ReceivePaymentEvent is a valid POST /webhooks/psp.
+	// Its key is read from the webhook-id header.
+	ReceivePaymentEvent *idemtest.Request
 }
 
 // Check runs the protocol checks on each annotated operation of impl,
@@ -62,12 +68,57 @@ func Check[T any, TB idemtest.TB[TB]](t TB, impl kinds.IdempotentServer[T], stor
 		hooks.Problems = opts.Problems
 		idemtest.Check(t, h, *req, hooks)
 	})
+	t.Run("importOrders", func(t TB) {
+		req := reqs.ImportOrders
+		if req == nil {
+			req = &idemtest.Request{
+				Method: "POST",
+				Path:   opts.BaseURL + "/orders/imports",
+				Header: http.Header{
+					"Content-Type": {"application/json"},
+					"X-Account-Id": {"acct_demo"},
+				},
+				Body: []byte(`{"lines":[{"amount_cents":1250,"currency":"EUR","customer_id":"cus_42"}],"po_number":"PO-2026-0042"}`),
+			}
+		}
+		// The checks put their keys where the spec says they are read.
+		r := *req
+		r.Key = []idemtest.KeyPart{
+			{Source: idem.KeySource{In: idem.KeyInBody, Name: "/po_number"}},
+		}
+		req = &r
+		hooks := s.importOrdersOp.hooks()
+		hooks.Problems = opts.Problems
+		idemtest.Check(t, h, *req, hooks)
+	})
 	t.Run("createPayment", func(t TB) {
 		req := reqs.CreatePayment
 		if req == nil {
 			t.Fatal("set Requests.CreatePayment: the spec has no example request for createPayment (the JSON request body has no example)")
 		}
 		hooks := s.createPaymentOp.hooks()
+		hooks.Problems = opts.Problems
+		idemtest.Check(t, h, *req, hooks)
+	})
+	t.Run("receivePaymentEvent", func(t TB) {
+		req := reqs.ReceivePaymentEvent
+		if req == nil {
+			req = &idemtest.Request{
+				Method: "POST",
+				Path:   opts.BaseURL + "/webhooks/psp",
+				Header: http.Header{
+					"Content-Type": {"application/json"},
+				},
+				Body: []byte(`{"data":{"amount_cents":1250,"charge_id":"ch_1","currency":"EUR","payment_id":"pay_1"},"timestamp":"2026-11-28T10:00:00Z","type":"payment.succeeded"}`),
+			}
+		}
+		// The checks put their keys where the spec says they are read.
+		r := *req
+		r.Key = []idemtest.KeyPart{
+			{Source: idem.KeySource{In: idem.KeyInHeader, Name: "webhook-id"}},
+		}
+		req = &r
+		hooks := s.receivePaymentEventOp.hooks()
 		hooks.Problems = opts.Problems
 		idemtest.Check(t, h, *req, hooks)
 	})
