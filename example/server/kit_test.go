@@ -104,9 +104,11 @@ func kitOptions() gen.IdempotentHandlerOptions {
 
 // kitRequests are the kit's requests for the example behind its account
 // check: the spec's example order (what the kit sends by default, which
-// carries no token) and a payment for orderID, each with the token of
-// the account acct_demo.
-func kitRequests(orderID string) gentest.Requests {
+// carries no token), a payment for orderID and a purchase order, each
+// with the token of the account acct_demo; and the provider's event for
+// paymentID. The kit places each request's key where its operation reads
+// it: the Idempotency-Key header, the po_number, the webhook-id header.
+func kitRequests(orderID, paymentID string) gentest.Requests {
 	header := func() http.Header {
 		return http.Header{"Content-Type": {"application/json"}, "X-Account-Id": {"acct_demo"}, "Authorization": {bearer("acct_demo")}}
 	}
@@ -123,7 +125,35 @@ func kitRequests(orderID string) gentest.Requests {
 			Header: header(),
 			Body:   fmt.Appendf(nil, `{"order_id": %q, "amount_cents": 990}`, orderID),
 		},
+		ImportOrders: &idemtest.Request{
+			Method: "POST",
+			Path:   "/orders/imports",
+			Header: header(),
+			Body:   []byte(`{"po_number": "PO-1", "lines": [{"amount_cents": 500, "currency": "EUR", "customer_id": "cus_kit"}]}`),
+		},
+		ReceivePaymentEvent: &idemtest.Request{
+			Method: "POST",
+			Path:   "/webhooks/psp",
+			Header: http.Header{"Content-Type": {"application/json"}},
+			Body:   fmt.Appendf(nil, `{"type": "payment.succeeded", "timestamp": "2026-11-28T10:00:00Z", "data": {"payment_id": %q, "charge_id": "ch_kit"}}`, paymentID),
+		},
 	}
+}
+
+// kitRows adds what the kit's requests refer to: an order of acct_demo to
+// pay, and a payment for the provider's event to settle.
+func kitRows(t *testing.T, pool *pgxpool.Pool) (orderID, paymentID string) {
+	t.Helper()
+	err := pool.QueryRow(t.Context(), `INSERT INTO orders (account_id, amount_cents, currency, customer_id)
+		VALUES ('acct_demo', 990, 'EUR', 'cus_pay') RETURNING id`).Scan(&orderID)
+	if err == nil {
+		err = pool.QueryRow(t.Context(), `INSERT INTO payments (account_id, order_id, amount_cents, currency, reference)
+			VALUES ('acct_demo', $1, 990, 'EUR', 'kit') RETURNING id`, orderID).Scan(&paymentID)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return orderID, paymentID
 }
 
 // kitService returns the example's service on a fresh database, and the
@@ -135,13 +165,7 @@ func kitService(t *testing.T) (*pgxpool.Pool, *orders.Service, gentest.Requests)
 	}
 	provider := httptest.NewServer(psp.NewFake())
 	t.Cleanup(provider.Close)
-	var orderID string
-	err := pool.QueryRow(t.Context(), `INSERT INTO orders (account_id, amount_cents, currency, customer_id)
-		VALUES ('acct_demo', 990, 'EUR', 'cus_pay') RETURNING id`).Scan(&orderID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pool, &orders.Service{Pool: pool, PSP: &psp.Client{BaseURL: provider.URL}}, kitRequests(orderID)
+	return pool, &orders.Service{Pool: pool, PSP: &psp.Client{BaseURL: provider.URL}}, kitRequests(kitRows(t, pool))
 }
 
 // The kit fails a handler that writes through the pool instead of
