@@ -61,6 +61,7 @@ func placementBinary(t *testing.T, kind string) string {
 		res := generate(t, cfg)
 		pkg := writeGoPackage(t, res, map[string]string{
 			"mount_test.go":     mounts[kind],
+			"mount_pg_test.go":  pgMount(mounts[kind]),
 			"placement_test.go": placementSuite,
 		})
 		// The conformance helpers (tests: true) are a package of their
@@ -78,6 +79,18 @@ func placementBinary(t *testing.T, kind string) string {
 		writeFile(t, filepath.Join(pkg, "conformance_test.go"), []byte(strings.ReplaceAll(placementConformance, "PKG", strings.TrimPrefix(pkg, "./"))))
 		return pkg
 	})
+}
+
+// pgMount is mount, a kind's newHandler and newPrefixed on the in-memory
+// store, as newPgHandler and newPgPrefixed on the Postgres store's
+// transactions.
+func pgMount(mount string) string {
+	return strings.NewReplacer(
+		"memstore.NoTx", "pgx.Tx",
+		`"github.com/idemgen/idemgen/idem/memstore"`, `"github.com/jackc/pgx/v5"`,
+		"newHandler(", "newPgHandler(",
+		"newPrefixed(", "newPgPrefixed(",
+	).Replace(mount)
 }
 
 // placementConformance runs the generated conformance helpers on the
@@ -131,38 +144,46 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/memstore"
+	"github.com/idemgen/idemgen/idem/pgstore"
+	"github.com/idemgen/idemgen/internal/pgtest"
 )
 
 const principalKey = "principal"
 
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
 // placements counts the runs of each operation, and answers with the
 // count, so that a replay shows the run it replays.
-type placements struct {
+type placements[T any] struct{ *runs }
+
+type runs struct {
 	events, orders, imports, transfers, notes atomic.Int64
 }
 
 // NewPlacements is the service for the external conformance test.
-func NewPlacements() IdempotentServer[memstore.NoTx] { return &placements{} }
+func NewPlacements() IdempotentServer[memstore.NoTx] { return &placements[memstore.NoTx]{&runs{}} }
 
-func (s *placements) ReceivePaymentEvent(_ context.Context, _ *idem.Attempt[memstore.NoTx], _ ReceivePaymentEventRequestObject) (ReceivePaymentEventResponseObject, error) {
+func (s *placements[T]) ReceivePaymentEvent(_ context.Context, _ *idem.Attempt[T], _ ReceivePaymentEventRequestObject) (ReceivePaymentEventResponseObject, error) {
 	return ReceivePaymentEvent200JSONResponse{Run: int(s.events.Add(1))}, nil
 }
 
-func (s *placements) CreateOrder(_ context.Context, _ *idem.Attempt[memstore.NoTx], _ CreateOrderRequestObject) (CreateOrderResponseObject, error) {
+func (s *placements[T]) CreateOrder(_ context.Context, _ *idem.Attempt[T], _ CreateOrderRequestObject) (CreateOrderResponseObject, error) {
 	return CreateOrder201JSONResponse{Run: int(s.orders.Add(1))}, nil
 }
 
-func (s *placements) ImportOrders(_ context.Context, _ *idem.Attempt[memstore.NoTx], _ ImportOrdersRequestObject) (ImportOrdersResponseObject, error) {
+func (s *placements[T]) ImportOrders(_ context.Context, _ *idem.Attempt[T], _ ImportOrdersRequestObject) (ImportOrdersResponseObject, error) {
 	return ImportOrders201JSONResponse{Run: int(s.imports.Add(1))}, nil
 }
 
-func (s *placements) CreateTransfer(_ context.Context, _ *idem.Attempt[memstore.NoTx], _ CreateTransferRequestObject) (CreateTransferResponseObject, error) {
+func (s *placements[T]) CreateTransfer(_ context.Context, _ *idem.Attempt[T], _ CreateTransferRequestObject) (CreateTransferResponseObject, error) {
 	return CreateTransfer201JSONResponse{Run: int(s.transfers.Add(1))}, nil
 }
 
-func (s *placements) CreateNote(_ context.Context, _ *idem.Attempt[memstore.NoTx], _ CreateNoteRequestObject) (CreateNoteResponseObject, error) {
+func (s *placements[T]) CreateNote(_ context.Context, _ *idem.Attempt[T], _ CreateNoteRequestObject) (CreateNoteResponseObject, error) {
 	return CreateNote201JSONResponse{Run: int(s.notes.Add(1))}, nil
 }
 
@@ -178,14 +199,30 @@ type answer struct {
 type sender struct {
 	t   *testing.T
 	url string
-	svc *placements
+	svc *runs
 }
 
-func newSender(t *testing.T) *sender {
-	svc := &placements{}
-	srv := httptest.NewServer(newHandler(svc, memstore.New(memstore.Options{}), IdempotentHandlerOptions{Options: idem.Options{Logger: slog.New(slog.DiscardHandler)}}))
-	t.Cleanup(srv.Close)
-	return &sender{t: t, url: srv.URL, svc: svc}
+// onStores runs test on a fresh server of the placements on each store:
+// the in-memory one, and PostgreSQL's.
+func onStores(t *testing.T, test func(t *testing.T, s *sender)) {
+	opts := IdempotentHandlerOptions{Options: idem.Options{Logger: slog.New(slog.DiscardHandler)}}
+	serve := func(t *testing.T, h http.Handler, svc *runs) *sender {
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		return &sender{t: t, url: srv.URL, svc: svc}
+	}
+	t.Run("memstore", func(t *testing.T) {
+		svc := &placements[memstore.NoTx]{&runs{}}
+		test(t, serve(t, newHandler(svc, memstore.New(memstore.Options{}), opts), svc.runs))
+	})
+	t.Run("pgstore", func(t *testing.T) {
+		pool := pgtest.NewPool(t)
+		if err := pgstore.Migrate(t.Context(), pool); err != nil {
+			t.Fatal(err)
+		}
+		svc := &placements[pgx.Tx]{&runs{}}
+		test(t, serve(t, newPgHandler(svc, pgstore.New(pool, pgstore.Options{}), opts), svc.runs))
+	})
 }
 
 func (s *sender) send(method, path, contentType, body string, header http.Header) answer {
@@ -244,8 +281,9 @@ func want(t *testing.T, what string, got answer, status int, replayed bool, run 
 // TestKeyFromHeader: a webhook keyed by its Webhook-Id header runs once
 // per delivery id, its redeliveries are replays, and the header is the
 // key whatever Idempotency-Key says.
-func TestKeyFromHeader(t *testing.T) {
-	s := newSender(t)
+func TestKeyFromHeader(t *testing.T) { onStores(t, testKeyFromHeader) }
+
+func testKeyFromHeader(t *testing.T, s *sender) {
 	first := ` + "`" + `{"type":"payment.succeeded","delivered_at":"t1","data":{"payment":"p1"}}` + "`" + `
 	want(t, "first delivery", s.event("msg_1", first), 200, false, 1, "")
 	want(t, "redelivery", s.event("msg_1", first), 200, true, 1, "")
@@ -299,8 +337,9 @@ func TestKeyFromHeader(t *testing.T) {
 
 // TestKeyFromBody: a JSON body member and a form field are the key; a
 // different body under it is a 422; an empty or missing one is a 400.
-func TestKeyFromBody(t *testing.T) {
-	s := newSender(t)
+func TestKeyFromBody(t *testing.T) { onStores(t, testKeyFromBody) }
+
+func testKeyFromBody(t *testing.T, s *sender) {
 	order := func(body string, key string) answer {
 		h := http.Header{}
 		if key != "" {
@@ -346,8 +385,9 @@ func TestKeyFromBody(t *testing.T) {
 // TestCompositeKey: a key of a query parameter and a body member is the
 // pair: each part tells requests apart, and the gate answers a missing
 // or repeated query part as the protocol's problem.
-func TestCompositeKey(t *testing.T) {
-	s := newSender(t)
+func TestCompositeKey(t *testing.T) { onStores(t, testCompositeKey) }
+
+func testCompositeKey(t *testing.T, s *sender) {
 	transfer := func(query, body string) answer {
 		return s.send("POST", "/transfers"+query, "application/json", body, nil)
 	}
