@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -22,61 +20,6 @@ import (
 	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/idemgen/idemgen/idem/pgstore"
 )
-
-// fakeT is an idemtest.TB that records failures instead of failing the
-// test, so that a test can check what the kit reports.
-type fakeT struct {
-	*testing.T // the real test: context, cleanups, logs
-	name       string
-	failures   *failures
-	failed     bool
-}
-
-type failures struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func newFakeT(t *testing.T) *fakeT { return &fakeT{T: t, name: t.Name(), failures: &failures{}} }
-
-func (f *fakeT) Run(name string, fn func(*fakeT)) bool {
-	sub := &fakeT{T: f.T, name: f.name + "/" + name, failures: f.failures}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		fn(sub) // Fatal ends this goroutine, as it ends a subtest's
-	}()
-	<-done
-	if sub.failed {
-		f.failed = true
-	}
-	return !sub.failed
-}
-
-func (f *fakeT) Error(args ...any)                 { f.fail(fmt.Sprint(args...)) }
-func (f *fakeT) Errorf(format string, args ...any) { f.fail(fmt.Sprintf(format, args...)) }
-func (f *fakeT) Fatal(args ...any)                 { f.fail(fmt.Sprint(args...)); runtime.Goexit() }
-func (f *fakeT) Fatalf(format string, args ...any) {
-	f.fail(fmt.Sprintf(format, args...))
-	runtime.Goexit()
-}
-func (f *fakeT) Fail()         { f.fail("Fail") }
-func (f *fakeT) FailNow()      { f.fail("FailNow"); runtime.Goexit() }
-func (f *fakeT) Failed() bool  { return f.failed }
-func (f *fakeT) Name() string  { return f.name }
-func (f *fakeT) fail(m string) { f.failed = true; f.failures.add(f.name + ": " + m) }
-
-func (fs *failures) add(m string) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	fs.msgs = append(fs.msgs, m)
-}
-
-func (fs *failures) all() []string {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	return fs.msgs
-}
 
 // poolWriter is the example's service with the mistake the kit must
 // catch: createOrder reads through its attempt's transaction but inserts
@@ -174,9 +117,9 @@ func kitService(t *testing.T) (*pgxpool.Pool, *orders.Service, gentest.Requests)
 func TestKitCatchesWritesOutsideTheAttempt(t *testing.T) {
 	t.Run("through the pool", func(t *testing.T) {
 		pool, svc, reqs := kitService(t)
-		ft := newFakeT(t)
+		ft := idemtest.NewRecorder(t)
 		gentest.Check(ft, poolWriter{svc}, pgstore.New(pool, pgstore.Options{}), kitOptions(), reqs)
-		failures := ft.failures.all()
+		failures := ft.Failures()
 		if !ft.Failed() || len(failures) != 1 {
 			t.Fatalf("the kit reported %d failures, want 1, from createOrder's error check: %q", len(failures), failures)
 		}
@@ -187,9 +130,9 @@ func TestKitCatchesWritesOutsideTheAttempt(t *testing.T) {
 	})
 	t.Run("through the attempt", func(t *testing.T) {
 		pool, svc, reqs := kitService(t)
-		ft := newFakeT(t)
+		ft := idemtest.NewRecorder(t)
 		gentest.Check(ft, svc, pgstore.New(pool, pgstore.Options{}), kitOptions(), reqs)
-		if f := ft.failures.all(); ft.Failed() || len(f) != 0 {
+		if f := ft.Failures(); ft.Failed() || len(f) != 0 {
 			t.Fatalf("the kit failed the example's own handlers: %q", f)
 		}
 	})

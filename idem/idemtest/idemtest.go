@@ -107,7 +107,8 @@ type Hooks struct {
 
 // TB is what Check needs of a test: a testing.TB whose Run runs a subtest
 // on a value of its own type. *testing.T is one; so is a fake that
-// records failures instead of reporting them, for testing a check itself.
+// records failures instead of reporting them, for testing a check itself
+// (see Recorder).
 type TB[T any] interface {
 	testing.TB
 	Run(name string, f func(t T)) bool

@@ -7,11 +7,9 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/idemgen/idemgen/idem"
@@ -343,9 +341,9 @@ func TestCheckPlacements(t *testing.T) {
 			[]string{"/first: first call (the delivery query parameter idemtest-", "answered 400", "is the request valid?"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ft := newFakeT(t)
+			ft := NewRecorder(t)
 			Check(ft, tc.api, tc.req, tc.api.hooks())
-			failures := ft.failures.all()
+			failures := ft.Failures()
 			if tc.failure == nil {
 				if len(failures) > 0 {
 					t.Fatalf("Check failed: %q", failures)
@@ -370,59 +368,4 @@ func containsAll(s string, subs []string) bool {
 		}
 	}
 	return true
-}
-
-// fakeT is a TB that records failures instead of failing the test, so
-// that a test can check what Check reports.
-type fakeT struct {
-	*testing.T // the real test: context, cleanups, logs
-	name       string
-	failures   *failures
-	failed     bool
-}
-
-type failures struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func newFakeT(t *testing.T) *fakeT { return &fakeT{T: t, name: t.Name(), failures: &failures{}} }
-
-func (f *fakeT) Run(name string, fn func(*fakeT)) bool {
-	sub := &fakeT{T: f.T, name: f.name + "/" + name, failures: f.failures}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		fn(sub) // Fatal ends this goroutine, as it ends a subtest's
-	}()
-	<-done
-	if sub.failed {
-		f.failed = true
-	}
-	return !sub.failed
-}
-
-func (f *fakeT) Error(args ...any)                 { f.fail(fmt.Sprint(args...)) }
-func (f *fakeT) Errorf(format string, args ...any) { f.fail(fmt.Sprintf(format, args...)) }
-func (f *fakeT) Fatal(args ...any)                 { f.fail(fmt.Sprint(args...)); runtime.Goexit() }
-func (f *fakeT) Fatalf(format string, args ...any) {
-	f.fail(fmt.Sprintf(format, args...))
-	runtime.Goexit()
-}
-func (f *fakeT) Fail()         { f.fail("Fail") }
-func (f *fakeT) FailNow()      { f.fail("FailNow"); runtime.Goexit() }
-func (f *fakeT) Failed() bool  { return f.failed }
-func (f *fakeT) Name() string  { return f.name }
-func (f *fakeT) fail(m string) { f.failed = true; f.failures.add(f.name + ": " + m) }
-
-func (fs *failures) add(m string) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	fs.msgs = append(fs.msgs, m)
-}
-
-func (fs *failures) all() []string {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	return slices.Clone(fs.msgs)
 }
