@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"go/ast"
 	"strings"
+
+	"github.com/idemgen/idemgen/idem"
 )
 
 // keyReader writes the function that reads op's key from the typed
@@ -15,11 +17,7 @@ func (g *canonicalGen) keyReader(op *operation) (string, error) {
 	name := g.unusedName(lowerFirst(op.GoName) + "Key")
 	g.request = op.GoName + "RequestObject"
 	var b strings.Builder
-	var where []string
-	for _, k := range op.KeyFrom {
-		where = append(where, describeKeySource(k))
-	}
-	fmt.Fprintf(&b, "\n// %s reads the key of a request to %s from %s.\n", name, op.Name, strings.Join(where, " and "))
+	fmt.Fprintf(&b, "\n// %s reads the key of a request to %s %s.\n", name, op.Name, op.KeyDoc)
 	fmt.Fprintf(&b, "func %s(request %s) []idem.KeyValue {\n\tkey := make([]idem.KeyValue, %d)\n", name, g.request, len(op.KeyFrom))
 	for i, k := range op.KeyFrom {
 		expr, tokens := k.expr, k.tokens
@@ -108,13 +106,8 @@ func (g *canonicalGen) keyText(e string, t ast.Expr) (string, error) {
 	return "", fmt.Errorf("%s is of a Go type that is not a string, an integer or a UUID", e)
 }
 
-// describeKeySource words a key source for comments and messages.
+// describeKeySource words a key source for comments and messages, as
+// the runtime's answers word it.
 func describeKeySource(k keySource) string {
-	switch k.In {
-	case "header":
-		return "the " + k.Name + " header"
-	case "query":
-		return "the " + k.Name + " query parameter"
-	}
-	return k.Name + " in the body"
+	return idem.KeySource{In: k.In, Name: k.Name}.String()
 }
