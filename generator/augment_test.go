@@ -24,7 +24,7 @@ func augmented(t *testing.T, res *generator.Result, path string) []byte {
 }
 
 // compileClient generates oapi-codegen's client from spec into a package
-// of the module and builds and vets it.
+// of the module and type-checks and vets it.
 func compileClient(t *testing.T, spec []byte) {
 	t.Helper()
 	code, err := generator.ClientCode(spec, "client")
@@ -37,17 +37,13 @@ func compileClient(t *testing.T, spec []byte) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	writeFile(t, filepath.Join(dir, "client.gen.go"), code)
-	pkg := "./" + filepath.ToSlash(dir)
-	for _, args := range [][]string{{"build", pkg}, {"vet", pkg}} {
-		if out, err := runGo(t, args...); err != nil {
-			t.Fatalf("go %s (the client of the augmented spec): %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
+	vetGo(t, "./"+filepath.ToSlash(dir), " (the client of the augmented spec)")
 }
 
 // The example's augmented spec documents the protocol on its annotated
 // operations, and only there, validates, and gives a client that compiles.
 func TestAugmentedSpec(t *testing.T) {
+	t.Parallel()
 	cfg := loadConfig(t, filepath.Join("..", "example", "idemgen.yaml"))
 	if cfg.Output.Spec == "" {
 		t.Fatal("the example's config writes no augmented spec")
@@ -106,6 +102,7 @@ func TestAugmentedSpec(t *testing.T) {
 
 // A JSON spec gets a JSON copy, which loads, with the protocol added.
 func TestAugmentedSpecJSON(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	spec := filepath.Join(dir, "openapi.json")
 	writeFile(t, spec, []byte(`{
@@ -144,6 +141,7 @@ func TestAugmentedSpecJSON(t *testing.T) {
 // oneOf of both schemas; a shared response is copied, not changed for the
 // operations that share it. The client generated from it decodes both.
 func TestAugmentedSpecKeepsOwnAnswers(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	spec := filepath.Join(dir, "openapi.yaml")
 	writeFile(t, spec, []byte(`openapi: 3.0.3

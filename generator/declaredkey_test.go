@@ -8,6 +8,7 @@ import "testing"
 // limits with 400s that state them, and does not count the key in the
 // fingerprint.
 func TestDeclaredIdempotencyKeyParam(t *testing.T) {
+	t.Parallel()
 	runGenerated(t, "declaredkey", declaredKeyTest)
 }
 

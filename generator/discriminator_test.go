@@ -23,6 +23,7 @@ import (
 // refused at its union's line, as a limit of oapi-codegen, with the
 // workaround.
 func TestDiscriminatorOverInlineOneOf(t *testing.T) {
+	t.Parallel()
 	spec, err := filepath.Abs(filepath.Join("testdata", "resolve", "discriminator-inline.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -60,10 +61,7 @@ func TestDiscriminatorOverInlineOneOf(t *testing.T) {
 	}
 	compileClient(t, src)
 
-	pkg := writeGoPackage(t, res, map[string]string{"discriminator_run_test.go": discriminatorRunTest})
-	if out, err := runGo(t, "test", "-count=1", pkg); err != nil {
-		t.Fatalf("go test %s: %v\n%s", pkg, err, out)
-	}
+	goTest(t, writeGoPackage(t, res, map[string]string{"discriminator_run_test.go": discriminatorRunTest}))
 
 	// A member whose value is not its own cannot be mapped without a
 	// change to the JSON: refused at the union.

@@ -8,6 +8,7 @@ import "testing"
 // the zero-value options (one scope for all), a caller that changes the
 // declared header under a key gets a 422, never the other's response.
 func TestHeaderParamsInFingerprint(t *testing.T) {
+	t.Parallel()
 	runGenerated(t, "orders", headerParamsTest)
 }
 

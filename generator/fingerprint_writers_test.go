@@ -86,9 +86,7 @@ func runFingerprintTest(t *testing.T, cfg *generator.Config, res *generator.Resu
 		res = generate(t, cfg)
 	}
 	pkg := writeGoPackage(t, res, map[string]string{"fingerprint_run_test.go": fingerprintTest(t, cfg.Output.Package, res, n)})
-	if out, err := runGo(t, "test", "-count=1", "-run", "TestFingerprintWritersMatch", pkg); err != nil {
-		t.Fatalf("go test %s: %v\n%s", pkg, err, out)
-	}
+	goTest(t, pkg, "-run", "TestFingerprintWritersMatch")
 }
 
 func TestFingerprintWritersMatch(t *testing.T) {

@@ -9,6 +9,7 @@ import "testing"
 // replay of the other request. An excluded member of a form body
 // (updateCustomer's metadata[trace_id]) still does not count.
 func TestFormFieldsTheDecoderDrops(t *testing.T) {
+	t.Parallel()
 	runGenerated(t, "refunds", formTest)
 }
 

@@ -20,10 +20,7 @@ func TestFormUnions(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := generate(t, configFor(t, t.TempDir(), spec, ""))
-	pkg := writeGoPackage(t, res, map[string]string{"formunions_run_test.go": formUnionsTest})
-	if out, err := runGo(t, "test", "-count=1", pkg); err != nil {
-		t.Fatalf("go test %s: %v\n%s", pkg, err, out)
-	}
+	goTest(t, writeGoPackage(t, res, map[string]string{"formunions_run_test.go": formUnionsTest}))
 }
 
 const formUnionsTest = `package gen

@@ -78,7 +78,7 @@ func TestGolden(t *testing.T) {
 // rendered reports whether idemgen's own templates produce the file.
 func rendered(path string) bool { return filepath.Base(path) != "oapi.gen.go" }
 
-// TestGoldenCompiles builds and vets each golden case's Go output.
+// TestGoldenCompiles type-checks and vets each golden case's Go output.
 func TestGoldenCompiles(t *testing.T) {
 	t.Parallel()
 	for _, dir := range goldenCases(t) {

@@ -83,15 +83,10 @@ func writeFile(t *testing.T, path string, content []byte) {
 }
 
 // compileGo writes the generated Go files into a fresh package directory
-// inside the module and runs go build and go vet on it.
+// inside the module and type-checks and vets it.
 func compileGo(t *testing.T, res *generator.Result) {
 	t.Helper()
-	pkg := writeGoPackage(t, res, nil)
-	for _, args := range [][]string{{"build", pkg}, {"vet", pkg}} {
-		if out, err := runGo(t, args...); err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
+	vetGo(t, writeGoPackage(t, res, nil), "")
 }
 
 // writeGoPackage writes the generated Go files, and the extra files by
@@ -138,8 +133,5 @@ func runGo(t *testing.T, args ...string) ([]byte, error) {
 func runGenerated(t *testing.T, name, tests string) {
 	t.Helper()
 	res := generate(t, loadConfig(t, filepath.Join("testdata", name, "idemgen.yaml")))
-	pkg := writeGoPackage(t, res, map[string]string{name + "_run_test.go": tests})
-	if out, err := runGo(t, "test", "-count=1", pkg); err != nil {
-		t.Fatalf("go test %s: %v\n%s", pkg, err, out)
-	}
+	goTest(t, writeGoPackage(t, res, map[string]string{name + "_run_test.go": tests}))
 }

@@ -12,6 +12,7 @@ import (
 // A phased annotation generates a phase table and an adapter that serves
 // it with ServePhased; a single recovery point makes two phases.
 func TestGeneratePhased(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "openapi.yaml"), []byte(header+`    post:
       operationId: createThing
@@ -90,15 +91,12 @@ var _ IdempotentServer[memstore.NoTx] = (*server)(nil)
 // The phase table is checked by the compiler: a server without one of
 // the phase methods does not build, and the error names the method.
 func TestPhasedServerMissingPhase(t *testing.T) {
+	t.Parallel()
 	res := generate(t, loadConfig(t, filepath.Join("testdata", "payments", "idemgen.yaml")))
 	t.Run("complete", func(t *testing.T) {
 		t.Parallel()
 		pkg := writeGoPackage(t, res, map[string]string{"server.go": paymentsServer("")})
-		for _, args := range [][]string{{"build", pkg}, {"vet", pkg}} {
-			if out, err := runGo(t, args...); err != nil {
-				t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-			}
-		}
+		vetGo(t, pkg, "")
 	})
 	for _, phase := range []string{"CreatePayment", "CreatePaymentAfterPaymentCreated", "CreatePaymentAfterChargeCreated"} {
 		t.Run("without "+phase, func(t *testing.T) {
@@ -249,11 +247,9 @@ func TestPhases(t *testing.T) {
 // The generated adapter runs the phases in order, stores a response from
 // any of them, and resumes a retry at the phase that failed.
 func TestPhasedServerRuns(t *testing.T) {
+	t.Parallel()
 	res := generate(t, loadConfig(t, filepath.Join("testdata", "payments", "idemgen.yaml")))
-	pkg := writeGoPackage(t, res, map[string]string{"phases_test.go": phasesTest})
-	if out, err := runGo(t, "test", "-count=1", pkg); err != nil {
-		t.Fatalf("go test %s: %v\n%s", pkg, err, out)
-	}
+	goTest(t, writeGoPackage(t, res, map[string]string{"phases_test.go": phasesTest}))
 }
 
 // fileNamed returns the content of the generated file with the base name.

@@ -283,5 +283,6 @@ func TestScopes(t *testing.T) {
 // The generated code reads the scope header and requires idem.Options.Scope
 // as testdata/scopes says.
 func TestScopesRun(t *testing.T) {
+	t.Parallel()
 	runGenerated(t, "scopes", scopesTest)
 }

@@ -116,13 +116,9 @@ func annotatePost(t *testing.T, src, path string) string {
 func runStripeProtocol(t *testing.T, res *generator.Result, vet bool) {
 	t.Helper()
 	pkg := writeGoPackage(t, res, map[string]string{"stripe_run_test.go": stripeProtocolTest})
-	if out, err := runGo(t, "test", "-count=1", pkg); err != nil {
-		t.Fatalf("go test %s: %v\n%s", pkg, err, out)
-	}
+	goTest(t, pkg)
 	if vet {
-		if out, err := runGo(t, "vet", pkg); err != nil {
-			t.Fatalf("go vet %s: %v\n%s", pkg, err, out)
-		}
+		vetGo(t, pkg, "")
 	}
 }
 

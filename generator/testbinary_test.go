@@ -64,7 +64,7 @@ func buildTestBinary(t *testing.T, key string, write func(t *testing.T) string) 
 		b.out = "the first build did not finish"
 		pkg := write(t)
 		path := filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(key)+".test")
-		if out, err := runGo(t, "test", "-c", "-o", path, pkg); err != nil {
+		if out, err := runGo(t, append(append([]string{"test", "-c", "-o", path}, goTestFlags...), pkg)...); err != nil {
 			b.out = err.Error() + "\n" + string(out)
 			return
 		}
