@@ -35,7 +35,7 @@ func newModePool(t *testing.T, mode pgx.QueryExecMode) *pgxpool.Pool {
 
 func newConfiguredPool(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDatabase(t))
+	cfg, err := pgxpool.ParseConfig(pgtest.NewMigratedDatabase(t, "key store", migrateKeyStore))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,10 +45,17 @@ func newConfiguredPool(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.P
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	if err := pgstore.Migrate(context.Background(), pool); err != nil {
-		t.Fatal(err)
-	}
 	return pool
+}
+
+// migrateKeyStore migrates the key store in the database at url.
+func migrateKeyStore(ctx context.Context, url string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return pgstore.Migrate(ctx, conn)
 }
 
 // TestConformance runs the store conformance suite in each of pgx's query

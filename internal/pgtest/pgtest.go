@@ -14,11 +14,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -43,11 +46,27 @@ var (
 	mainUsed bool
 )
 
-// Main runs the tests, drops the databases kept for reuse, stops a cluster
-// started for the tests, and exits with the tests' exit code.
-func Main(m *testing.M) {
+// Main runs the tests, then the cleanups, drops the databases kept for
+// reuse, stops a cluster started for the tests, and exits with the tests'
+// exit code.
+//
+// Unless -test.parallel is given, it runs four parallel tests per CPU
+// rather than one: tests on a database spend most of their time waiting
+// for it, for a lease to end or for a timeout, not computing.
+func Main(m *testing.M, cleanups ...func()) {
 	mainUsed = true
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0))); err != nil {
+			fmt.Fprintln(os.Stderr, "pgtest:", err)
+		}
+	}
 	code := m.Run()
+	for _, f := range cleanups {
+		f()
+	}
 	if err := dropAll(); err != nil {
 		fmt.Fprintln(os.Stderr, "pgtest:", err)
 		if code == 0 {
@@ -131,8 +150,12 @@ var dbs struct {
 	free  []string        // emptied, ready to hand out
 	held  map[string]bool // every database of this binary, for Main to drop
 	busy  int             // databases being created or emptied in the background
-	errs  []error         // of databases that could not be dropped
-	done  *sync.Cond      // busy went down
+
+	migrated     map[string]*migrated // by database, those NewMigratedDatabase made
+	freeMigrated []string             // migrated and emptied of rows, ready to hand out
+	releasing    map[string]int       // by kind, migrated databases being released
+	errs         []error              // of databases that could not be dropped
+	done         *sync.Cond           // busy went down
 
 	// What a fresh database looks like, learnt from the first one created;
 	// reuse is off when that failed.
@@ -270,8 +293,23 @@ func settle() {
 func release(admin, name string) {
 	dbs.mu.Lock()
 	dbs.busy++
+	m := dbs.migrated[name]
+	if m != nil {
+		if dbs.releasing == nil {
+			dbs.releasing = map[string]int{}
+		}
+		dbs.releasing[m.kind]++
+	}
 	dbs.mu.Unlock()
 	background(func(ctx context.Context) error {
+		if m != nil {
+			// After it is back among the free ones, or not.
+			defer func() {
+				dbs.mu.Lock()
+				dbs.releasing[m.kind]--
+				dbs.mu.Unlock()
+			}()
+		}
 		pool, err := adminPool(admin)
 		if err != nil {
 			return err
@@ -282,8 +320,16 @@ func release(admin, name string) {
 			if renamed, err = detach(ctx, pool, name); err == nil {
 				hold(name, false)
 				hold(renamed, true)
+				was := name
 				name = renamed
-				if err = empty(ctx, admin, name); err == nil {
+				var reused bool
+				if reused, err = reuseMigrated(ctx, admin, was, name); reused {
+					return nil
+				}
+				if err == nil {
+					err = empty(ctx, admin, name)
+				}
+				if err == nil {
 					dbs.mu.Lock()
 					dbs.free = append(dbs.free, name)
 					dbs.mu.Unlock()
@@ -470,7 +516,7 @@ func dropAll() error {
 	for name := range dbs.held {
 		names = append(names, name)
 	}
-	dbs.free = nil
+	dbs.free, dbs.freeMigrated = nil, nil
 	errs := dbs.errs
 	dbs.mu.Unlock()
 	if pool == nil {
