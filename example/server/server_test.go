@@ -59,14 +59,25 @@ type env struct {
 	pspDown atomic.Bool
 }
 
-// newEnv serves the example on a fresh database. hook may be nil.
+// newEnv serves the example on a database of its own. hook may be nil.
 func newEnv(t *testing.T, hook func(context.Context) error) *env {
 	t.Helper()
-	pool := pgtest.NewPool(t)
-	if err := orders.Migrate(context.Background(), pool); err != nil {
+	pool, err := pgxpool.New(t.Context(), pgtest.NewMigratedDatabase(t, "example", migrateExample))
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(pool.Close)
 	return newEnvOn(t, pool, pool, hook)
+}
+
+// migrateExample migrates the example's database at url.
+func migrateExample(ctx context.Context, url string) error {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return orders.Migrate(ctx, pool)
 }
 
 // newEnvOn serves the example with its key store and business data on

@@ -125,8 +125,28 @@ func reuseMigrated(ctx context.Context, admin, was, name string) (bool, error) {
 	if len(written) > 0 {
 		// Without CASCADE: a table the migration filled that refers to
 		// one of these is a change this does not undo.
-		if _, err := conn.Exec(ctx, "TRUNCATE "+strings.Join(written, ", ")); err != nil {
+		if _, err := conn.Exec(ctx, "TRUNCATE "+strings.Join(written, ", ")+" RESTART IDENTITY"); err != nil {
 			return false, nil
+		}
+	}
+	// A sequence is used without a row to show for it when an insert
+	// fails or is deleted.
+	rows, err := conn.Query(ctx, `SELECT c.oid::regclass::text, d.refobjid::regclass::text FROM pg_class c
+		JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype IN ('a', 'i')
+		WHERE c.relkind = 'S' AND CASE WHEN c.relkind = 'S' THEN pg_sequence_last_value(c.oid) END IS NOT NULL`)
+	if err != nil {
+		return false, fmt.Errorf("listing sequences: %w", err)
+	}
+	type owned struct{ Seq, Table string }
+	used, err := pgx.CollectRows(rows, pgx.RowToStructByPos[owned])
+	if err != nil {
+		return false, fmt.Errorf("listing sequences: %w", err)
+	}
+	for _, seq := range used {
+		if slices.Contains(m.empty, seq.Table) {
+			if _, err := conn.Exec(ctx, "ALTER SEQUENCE "+seq.Seq+" RESTART"); err != nil {
+				return false, fmt.Errorf("restarting %s: %w", seq.Seq, err)
+			}
 		}
 	}
 	dbs.mu.Lock()
@@ -203,7 +223,11 @@ const schemaSQL = `SELECT coalesce(string_agg(x, E'\n' ORDER BY x), '') FROM (
 	UNION ALL SELECT format('enum %s %s %s', enumtypid::regtype, enumlabel, enumsortorder) FROM pg_enum WHERE oid >= 16384
 	UNION ALL SELECT format('policy %s %s', polrelid::regclass, polname) FROM pg_policy
 	UNION ALL SELECT format('comment %s %s %s %s', classoid, objoid, objsubid, md5(description)) FROM pg_description WHERE objoid >= 16384
-	UNION ALL SELECT format('sequence %s %s', schemaname || '.' || sequencename, last_value) FROM pg_sequences
+	-- Where a table's column owns it, emptying the table restarts it.
+	UNION ALL SELECT format('sequence %s %s', c.oid::regclass,
+			CASE WHEN NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype IN ('a', 'i'))
+				THEN pg_sequence_last_value(c.oid) END)
+		FROM pg_class c WHERE c.relkind = 'S'
 ) s(x)`
 
 // migratedDigest sums up what must be as the migration left it: the

@@ -27,6 +27,7 @@ func TestMigratedDatabaseReused(t *testing.T) {
 		_, err = conn.Exec(ctx, `CREATE TABLE seed (v text);
 			INSERT INTO seed VALUES ('first');
 			CREATE TABLE data (id bigint PRIMARY KEY, v text);
+			CREATE TABLE numbered (n bigint GENERATED ALWAYS AS IDENTITY, v text);
 			CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'`)
 		return err
 	}
@@ -43,8 +44,13 @@ func TestMigratedDatabaseReused(t *testing.T) {
 		})
 		t.Run("next", func(t *testing.T) {
 			conn := connect(t, pgtest.NewMigratedDatabase(t, kind, migrate))
-			if err := conn.QueryRow(t.Context(), "SELECT (SELECT count(*) FROM seed WHERE v = 'first'), (SELECT count(*) FROM data)").Scan(&seed, &data); err != nil {
+			if err := conn.QueryRow(t.Context(), "SELECT (SELECT count(*) FROM seed WHERE v = 'first'), (SELECT count(*) FROM data) + (SELECT count(*) FROM numbered)").Scan(&seed, &data); err != nil {
 				t.Fatal(err)
+			}
+			// As after migrating: the identity starts again.
+			var n int
+			if err := conn.QueryRow(t.Context(), "INSERT INTO numbered (v) VALUES ('x') RETURNING n").Scan(&n); err != nil || n != 1 {
+				t.Errorf("the first row numbered %d (%v), want 1", n, err)
 			}
 			var one int
 			if err := conn.QueryRow(t.Context(), "SELECT f()").Scan(&one); err != nil || one != 1 {
@@ -58,6 +64,7 @@ func TestMigratedDatabaseReused(t *testing.T) {
 		migrations int // in all, after the change's test and the next
 	}{
 		{"INSERT INTO data VALUES (1, 'a'), (2, 'b')", 1},
+		{"INSERT INTO numbered (v) VALUES ('a'), ('b'); DELETE FROM numbered", 1},
 		{"INSERT INTO data VALUES (3, 'c'); DELETE FROM data", 1},
 		{"UPDATE seed SET v = 'changed'", 2},
 		{"CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 2'", 3},
