@@ -211,7 +211,14 @@ func TestResolveAhead(t *testing.T) {
 		{"echo", echo, func(bool) bool { return true }},
 	}
 	for _, spec := range aheadSpecs(t) {
+		// The last two configurations differ from the first two only in
+		// how what is resolved is named, so a spec that neither the
+		// server nor the client needs resolved is left out of them.
+		resolves := false
 		for _, c := range confs {
+			if c.name != "server" && c.name != "client" && !resolves {
+				continue
+			}
 			t.Run(specName(spec)+"/"+c.name, func(t *testing.T) {
 				if c.name != "server" {
 					largeSpecsLong(t, spec)
@@ -231,6 +238,7 @@ func TestResolveAhead(t *testing.T) {
 				}
 				got, gotErr := run(true)
 				want, wantErr := run(false)
+				resolves = resolves || len(want.found) > 0 || wantErr != nil
 				if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 					t.Fatalf("error %v, resolving after the output %v", gotErr, wantErr)
 				}
