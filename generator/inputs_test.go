@@ -1,7 +1,7 @@
 package generator_test
 
 import (
-	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -48,15 +48,7 @@ func runInputs(t *testing.T, run string) {
 	for _, kind := range serverKinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			bin := buildTestBinary(t, "inputs-"+kind, func(t *testing.T) string {
-				dir := filepath.Join("testdata", "inputs")
-				cfg := configFor(t, dir, "openapi.yaml", "server: "+kind+"\n")
-				return writeGoPackage(t, generate(t, cfg), map[string]string{
-					"mount_test.go":  inputsMounts[kind],
-					"inputs_test.go": inputsSuite,
-				})
-			})
-			runTestBinary(t, bin, run, "")
+			runTestBinary(t, kindBinary(t, kind), "^TestInputs_"+strings.TrimPrefix(run, "^Test"), "")
 		})
 	}
 }

@@ -1,14 +1,10 @@
 package generator_test
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
-
-	"github.com/idemgen/idemgen/generator"
 )
 
 // TestKeyPlacementServerKinds generates testdata/keyplacement, whose
@@ -22,7 +18,7 @@ func TestKeyPlacementServerKinds(t *testing.T) {
 	for _, kind := range serverKinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			runTestBinary(t, placementBinary(t, kind), "", "")
+			runTestBinary(t, kindBinary(t, kind), "^TestPlacement_", "")
 		})
 	}
 }
@@ -30,55 +26,26 @@ func TestKeyPlacementServerKinds(t *testing.T) {
 // TestKeyFromHeader runs the suite's test of that name, on std-http.
 func TestKeyFromHeader(t *testing.T) {
 	t.Parallel()
-	runTestBinary(t, placementBinary(t, "std-http"), "^TestKeyFromHeader$", "")
+	runTestBinary(t, kindBinary(t, "std-http"), "^TestPlacement_KeyFromHeader$", "")
 }
 
 // TestKeyFromBody runs the suite's test of that name, on std-http.
 func TestKeyFromBody(t *testing.T) {
 	t.Parallel()
-	runTestBinary(t, placementBinary(t, "std-http"), "^TestKeyFromBody$", "")
+	runTestBinary(t, kindBinary(t, "std-http"), "^TestPlacement_KeyFromBody$", "")
 }
 
 // TestCompositeKey runs the suite's test of that name, on std-http.
 func TestCompositeKey(t *testing.T) {
 	t.Parallel()
-	runTestBinary(t, placementBinary(t, "std-http"), "^TestCompositeKey$", "")
+	runTestBinary(t, kindBinary(t, "std-http"), "^TestPlacement_CompositeKey$", "")
 }
 
 // TestKeyPlacementConformance runs the suite's test of that name, on
 // std-http: the generated conformance helpers check every placement.
 func TestKeyPlacementConformance(t *testing.T) {
 	t.Parallel()
-	runTestBinary(t, placementBinary(t, "std-http"), "^TestPlacementConformance$", "")
-}
-
-// placementBinary is the test binary of testdata/keyplacement generated
-// for kind, with the placement suite and the conformance test.
-func placementBinary(t *testing.T, kind string) string {
-	return buildTestBinary(t, "keyplacement-"+kind, func(t *testing.T) string {
-		cfg := loadConfig(t, filepath.Join("testdata", "keyplacement", "idemgen.yaml"))
-		cfg.Server = kind
-		res := generate(t, cfg)
-		pkg := writeGoPackage(t, res, map[string]string{
-			"mount_test.go":     mounts[kind],
-			"mount_pg_test.go":  pgMount(mounts[kind]),
-			"placement_test.go": placementSuite,
-		})
-		// The conformance helpers (tests: true) are a package of their
-		// own, which imports the generated one from where it now is.
-		kit := slices.IndexFunc(res.Files, func(f generator.File) bool { return strings.HasSuffix(f.Path, "conformance.gen.go") })
-		if kit < 0 {
-			t.Fatal("no conformance helpers generated")
-		}
-		from := []byte(`"github.com/idemgen/idemgen/generator/testdata/keyplacement/gen"`)
-		to := []byte(`"github.com/idemgen/idemgen/generator/` + strings.TrimPrefix(pkg, "./") + `"`)
-		if !bytes.Contains(res.Files[kit].Content, from) {
-			t.Fatalf("the conformance helpers do not import %s", from)
-		}
-		writeFile(t, filepath.Join(pkg, "kindstest", "conformance.gen.go"), bytes.ReplaceAll(res.Files[kit].Content, from, to))
-		writeFile(t, filepath.Join(pkg, "conformance_test.go"), []byte(strings.ReplaceAll(placementConformance, "PKG", strings.TrimPrefix(pkg, "./"))))
-		return pkg
-	})
+	runTestBinary(t, kindBinary(t, "std-http"), "^TestPlacement_PlacementConformance$", "")
 }
 
 // pgMount is mount, a kind's newHandler and newPrefixed on the in-memory

@@ -1,13 +1,8 @@
 package generator_test
 
 import (
-	"bytes"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
-
-	"github.com/idemgen/idemgen/generator"
 
 	// The generated code of the chi, echo and gin server kinds imports
 	// their routers; compiling it in this module needs them among the
@@ -29,7 +24,7 @@ func TestServerKinds(t *testing.T) {
 	for _, kind := range serverKinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			runTestBinary(t, kindsBinary(t, kind), "", "^TestBodyBoundUnderPrefix$")
+			runTestBinary(t, kindBinary(t, kind), "^TestKinds_", "^TestKinds_BodyBoundUnderPrefix$")
 		})
 	}
 }
@@ -42,40 +37,12 @@ func TestBodyBoundUnderPrefix(t *testing.T) {
 	for _, kind := range serverKinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			runTestBinary(t, kindsBinary(t, kind), "^TestBodyBoundUnderPrefix$", "")
+			runTestBinary(t, kindBinary(t, kind), "^TestKinds_BodyBoundUnderPrefix$", "")
 		})
 	}
 }
 
 var serverKinds = []string{"std-http", "chi", "echo", "gin"}
-
-// kindsBinary is the test binary of the example's spec generated for
-// kind, with the protocol suite and the conformance test.
-func kindsBinary(t *testing.T, kind string) string {
-	return buildTestBinary(t, "kinds-"+kind, func(t *testing.T) string {
-		name := "kinds-" + kind
-		res := generate(t, loadConfig(t, filepath.Join("testdata", name, "idemgen.yaml")))
-		// The conformance helpers (tests: true) are a package of their
-		// own, which imports the generated one from where it now is.
-		kit := slices.IndexFunc(res.Files, func(f generator.File) bool { return strings.HasSuffix(f.Path, "conformance.gen.go") })
-		if kit < 0 {
-			t.Fatal("no conformance helpers generated")
-		}
-		kitSrc := res.Files[kit].Content
-		res.Files = slices.Delete(res.Files, kit, kit+1)
-		pkg := writeGoPackage(t, res, map[string]string{"mount_test.go": mounts[kind]})
-		writeFile(t, filepath.Join(pkg, "protocol_test.go"), []byte(protocolSuite))
-		// The conformance test imports the package and its helpers.
-		writeFile(t, filepath.Join(pkg, "conformance_test.go"), []byte(strings.ReplaceAll(conformanceTest, "PKG", strings.TrimPrefix(pkg, "./"))))
-		from := []byte(`"github.com/idemgen/idemgen/generator/testdata/` + name + `/gen"`)
-		to := []byte(`"github.com/idemgen/idemgen/generator/` + strings.TrimPrefix(pkg, "./") + `"`)
-		if !bytes.Contains(kitSrc, from) {
-			t.Fatalf("the conformance helpers do not import %s", from)
-		}
-		writeFile(t, filepath.Join(pkg, "kindstest", "conformance.gen.go"), bytes.ReplaceAll(kitSrc, from, to))
-		return pkg
-	})
-}
 
 // mounts hold each kind's newHandler: the layer mounted on that router,
 // behind a middleware in the router's own style that stores the caller's
