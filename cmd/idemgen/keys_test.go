@@ -379,7 +379,8 @@ func TestKeysForgetRedis(t *testing.T) {
 	// newEngine is a service's engine with the filter; a fresh one has no
 	// backoff from Redis's failures.
 	newEngine := func() *idem.Engine[pgx.Tx] {
-		cache, err := redisfilter.New(srv.Client(t), redisfilter.Options{Prefix: "svc:", Logger: slog.New(slog.DiscardHandler)})
+		// A long timeout, so that a loaded machine makes no lookup fail.
+		cache, err := redisfilter.New(srv.Client(t), redisfilter.Options{Prefix: "svc:", Timeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -67,6 +67,10 @@ func newEnv(t *testing.T, hook func(context.Context) error) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
+	// Connected now, as a pool that migrated would be.
+	if err := pool.Ping(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	return newEnvOn(t, pool, pool, hook)
 }
 

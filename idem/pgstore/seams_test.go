@@ -519,7 +519,11 @@ func TestNoFreeConnectionIsBusy(t *testing.T) {
 		})
 		done <- resp
 	}()
-	<-running
+	select {
+	case <-running:
+	case first := <-done:
+		t.Fatalf("the first attempt ended without running: %+v", first)
+	}
 	resp, err := e.Serve(keyed("k2"), op, []byte("a"), func(context.Context, *idem.Attempt[pgx.Tx]) (idem.Writer, error) { return created("{}"), nil })
 	close(finish)
 	if first := <-done; first == nil || first.Status != 201 {
