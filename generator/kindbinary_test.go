@@ -36,7 +36,11 @@ type suitePackage struct {
 	external []string
 }
 
-var testFunc = regexp.MustCompile(`(?m)^func (Test\w+)\(t \*testing\.T\)`)
+var (
+	testFunc    = regexp.MustCompile(`(?m)^func (Test\w+)\(t \*testing\.T\)`)
+	testMain    = regexp.MustCompile(`(?m)^func TestMain\(m \*testing\.M\).*$`)
+	packageLine = regexp.MustCompile(`(?m)^package \w+`)
+)
 
 // kindBinary is the test binary of kind's three generated packages.
 func kindBinary(t *testing.T, kind string) string {
@@ -107,7 +111,7 @@ func writeKindPackages(t *testing.T, pkgs []suitePackage) string {
 		imports = append(imports, fmt.Sprintf("%s %q", p.dir, path))
 		for _, name := range names {
 			// The runner's TestMain starts the database for all of them.
-			src := regexp.MustCompile(`(?m)^func TestMain\(m \*testing\.M\).*$`).ReplaceAllString(p.suite[name], "")
+			src := testMain.ReplaceAllString(p.suite[name], "")
 			writeFile(t, filepath.Join(dir, name), []byte(src))
 			for _, m := range testFunc.FindAllStringSubmatch(src, -1) {
 				tests = append(tests, fmt.Sprintf("func Test%s_%s(t *testing.T) { %s.%s(t) }", p.prefix, strings.TrimPrefix(m[1], "Test"), p.dir, m[1]))
@@ -115,7 +119,7 @@ func writeKindPackages(t *testing.T, pkgs []suitePackage) string {
 		}
 		for i, src := range p.external {
 			src = strings.ReplaceAll(src, "PKG", strings.TrimPrefix(path, "github.com/idemgen/idemgen/generator/"))
-			src = regexp.MustCompile(`(?m)^package \w+`).ReplaceAllString(src, "package kindsuite_test")
+			src = packageLine.ReplaceAllString(src, "package kindsuite_test")
 			src = testFunc.ReplaceAllString(src, "func Test"+p.prefix+"_${1}(t *testing.T)")
 			src = strings.ReplaceAll(src, "func Test"+p.prefix+"_Test", "func Test"+p.prefix+"_")
 			writeFile(t, filepath.Join(root, fmt.Sprintf("%s_external%d_test.go", p.dir, i)), []byte(src))

@@ -412,14 +412,9 @@ func empty(ctx context.Context, admin, name string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := pgx.ParseConfig(u)
+	conn, err := connect(ctx, u)
 	if err != nil {
 		return err
-	}
-	cfg.RuntimeParams["synchronous_commit"] = "off"
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("connecting: %w", err)
 	}
 	defer conn.Close(context.Background())
 	// One implicit transaction: a failure leaves nothing half done.
