@@ -66,6 +66,13 @@ type Operation struct {
 	// 400 problem naming it. With Options.Scope also set, a key's scope
 	// is both (see Options.Scope).
 	ScopeHeader string
+	// Async runs the operation's requests on workers: see ServeAsync.
+	// RecoveryPoints may be set too, for a handler in phases.
+	Async bool
+	// StatusPath is the URL path of an async request's status resource,
+	// where "{key}" stands for its key, escaped: the Location of its 202
+	// answers. The generated code sets it, with the router's prefix.
+	StatusPath string
 }
 
 // ErrInvalidOperation reports an Operation the engine cannot serve, such
@@ -86,6 +93,8 @@ func (op *Operation) Validate() error {
 		return fmt.Errorf("%w %s: TTL is %v; set it to how long a response is replayed, such as 24h (the annotation's ttl)", ErrInvalidOperation, op.Name, op.TTL)
 	case op.Lease <= 0:
 		return fmt.Errorf("%w %s: Lease is %v; set it to how long an attempt may hold the key before a retry takes over, such as 1m (the annotation's lease)", ErrInvalidOperation, op.Name, op.Lease)
+	case op.Async && op.KeyOptional:
+		return fmt.Errorf("%w %s: Async and KeyOptional are both set; an async request is found again only by its key", ErrInvalidOperation, op.Name)
 	}
 	return nil
 }

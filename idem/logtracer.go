@@ -151,6 +151,12 @@ func outcomeLog(o Outcome) (slog.Level, string) {
 		return slog.LevelDebug, "idem: the client canceled the request; its attempt was rolled back"
 	case OutcomeRefused:
 		return slog.LevelInfo, "idem: the application refused the request before the protocol ran"
+	case OutcomeAccepted:
+		return slog.LevelDebug, "idem: accepted the request and enqueued its job; answered 202"
+	case OutcomeInProgress:
+		return slog.LevelDebug, "idem: the accepted request is still pending or running; answered 202"
+	case OutcomeStatus:
+		return slog.LevelDebug, "idem: answered a read of an accepted request's status"
 	case OutcomeHandlerError:
 		return slog.LevelDebug, "idem: the handler failed; its attempt was undone"
 	case OutcomeStoreBusy:

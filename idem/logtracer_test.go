@@ -148,7 +148,7 @@ func TestOutcomeNames(t *testing.T) {
 		}
 		seen[name] = true
 	}
-	if len(seen) != 22 {
-		t.Errorf("%d outcomes, want 22", len(seen))
+	if len(seen) != 25 {
+		t.Errorf("%d outcomes, want 25", len(seen))
 	}
 }

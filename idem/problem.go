@@ -30,6 +30,8 @@ const (
 	TypeInternal             = ProblemBase + "internal-error"
 	TypeAttemptAbandoned     = ProblemBase + "attempt-abandoned"
 	TypeStoreMisconfigured   = ProblemBase + "store-misconfigured"
+	TypeAsyncNotFound        = ProblemBase + "async-request-not-found"
+	TypeAsyncFailed          = ProblemBase + "async-request-failed"
 )
 
 // ContentTypeProblem is the media type of RFC 9457 problem details.
@@ -65,7 +67,7 @@ func (p *Problem) Code() string {
 // another type is judged by its status, as HTTP clients do.
 func (p *Problem) Retryable() bool {
 	switch p.Type {
-	case TypeStoreMisconfigured, TypeAttemptAbandoned:
+	case TypeStoreMisconfigured, TypeAttemptAbandoned, TypeAsyncFailed:
 		return false
 	}
 	switch {

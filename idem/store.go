@@ -227,6 +227,8 @@ type Capabilities struct {
 	// FindAbandoned: the store is an AbandonedFinder, which the completer
 	// needs.
 	FindAbandoned bool
+	// Accept: the store is an Accepter, which async operations need.
+	Accept bool
 }
 
 // capabilitiesOf resolves the capabilities store reports to the
@@ -254,6 +256,11 @@ func capabilitiesOf[T any](store Store[T]) (c resolved[T], err error) {
 			missing = append(missing, "FindAbandoned (idem.AbandonedFinder)")
 		}
 	}
+	if caps.Accept {
+		if c.accepter, _ = store.(Accepter[T]); c.accepter == nil {
+			missing = append(missing, "Accept (idem.Accepter)")
+		}
+	}
 	if len(missing) > 0 {
 		return c, fmt.Errorf("idem: the store %T reports capabilities its type does not implement: %s; a wrapper must forward each of them to the store it wraps, or override Capabilities to report only what it forwards",
 			store, strings.Join(missing, ", "))
@@ -268,6 +275,7 @@ type resolved[T any] struct {
 	filter        ReplayFilter
 	classifier    ErrorClassifier
 	finder        AbandonedFinder
+	accepter      Accepter[T]
 }
 
 // LookupClaimer is a Store that can also claim a key in its lookup's

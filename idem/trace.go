@@ -65,6 +65,14 @@ const (
 	// an *idem.Problem (a 401 without credentials); nothing was claimed
 	// or stored.
 	OutcomeRefused
+	// OutcomeAccepted: 202, a request of an async operation was claimed
+	// and its job enqueued; a worker runs it.
+	OutcomeAccepted
+	// OutcomeInProgress: 202, a retry of an async request that is still
+	// pending or running.
+	OutcomeInProgress
+	// OutcomeStatus: a read of an async request's status resource.
+	OutcomeStatus
 )
 
 var outcomeNames = [...]string{
@@ -90,6 +98,9 @@ var outcomeNames = [...]string{
 	OutcomeLeaseOverrun:         "lease_overrun",
 	OutcomeClientClosed:         "client_closed",
 	OutcomeRefused:              "refused",
+	OutcomeAccepted:             "accepted",
+	OutcomeInProgress:           "in_progress",
+	OutcomeStatus:               "status",
 }
 
 // String is the outcome's name as metrics and logs carry it, such as

@@ -69,7 +69,7 @@ func TestWrappedStoreKeepsCapabilities(t *testing.T) {
 		idem.NewEngine[pgx.Tx](&embeddingWrapper{Store: pgstore.New(pool, pgstore.Options{})}, quiet)
 		return ""
 	}()
-	for _, want := range []string{"LookupClaim", "ClassifyError", "FindAbandoned", "forward", "override Capabilities"} {
+	for _, want := range []string{"LookupClaim", "ClassifyError", "FindAbandoned", "Accept", "forward", "override Capabilities"} {
 		if !strings.Contains(refused, want) {
 			t.Errorf("NewEngine on a wrapper that loses the store's capabilities: %q, want a refusal naming %q", refused, want)
 		}

@@ -138,10 +138,11 @@ func New(db DB, opts Options) *Store {
 }
 
 // Capabilities reports what the store does beyond idem.Store's methods:
-// a first execution's claim in its lookup, the error classifier and the
-// completer's finder always; the replay filter with Options.ReplayCache.
+// a first execution's claim in its lookup, the error classifier, the
+// completer's finder and async requests' acceptance always; the replay
+// filter with Options.ReplayCache.
 func (s *Store) Capabilities() idem.Capabilities {
-	return idem.Capabilities{LookupClaim: true, ReplayFilter: s.filter != nil, ClassifyError: true, FindAbandoned: true}
+	return idem.Capabilities{LookupClaim: true, ReplayFilter: s.filter != nil, ClassifyError: true, FindAbandoned: true, Accept: true}
 }
 
 // lockID maps a key to the advisory lock that guards its claim. Two keys

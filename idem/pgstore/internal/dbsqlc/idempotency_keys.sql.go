@@ -496,6 +496,27 @@ func (q *Queries) GetFilterEpoch(ctx context.Context) (int64, error) {
 	return epoch, err
 }
 
+const getRequest = `-- name: GetRequest :one
+SELECT request FROM idempotency_keys
+WHERE scope = $1 AND operation = $2 AND key = $3
+  AND status = 'in_flight'
+`
+
+type GetRequestParams struct {
+	Scope     string
+	Operation string
+	Key       string
+}
+
+// The request an in-flight key keeps: what the worker of an async
+// operation runs. NULL when the key holds none.
+func (q *Queries) GetRequest(ctx context.Context, arg GetRequestParams) ([]byte, error) {
+	row := q.db.QueryRow(ctx, getRequest, arg.Scope, arg.Operation, arg.Key)
+	var request []byte
+	err := row.Scan(&request)
+	return request, err
+}
+
 const getSecret = `-- name: GetSecret :one
 SELECT secret FROM idempotency_secret WHERE id = 1
 `

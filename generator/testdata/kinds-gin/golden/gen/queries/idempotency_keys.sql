@@ -388,6 +388,13 @@ WHERE k.status = 'in_flight'
 ORDER BY k.locked_until
 LIMIT sqlc.arg(max_rows)::integer;
 
+-- name: GetRequest :one
+-- The request an in-flight key keeps: what the worker of an async
+-- operation runs. NULL when the key holds none.
+SELECT request FROM idempotency_keys
+WHERE scope = sqlc.arg(scope) AND operation = sqlc.arg(operation) AND key = sqlc.arg(key)
+  AND status = 'in_flight';
+
 -- name: HoldKey :one
 -- Holds a key for ForgetKey beyond its transaction, on its session, so
 -- that no attempt claims it until every server's replay filter has read

@@ -1,0 +1,131 @@
+// Package idemriver runs the requests of async operations (the
+// annotation's mode: async) on River, the job queue on PostgreSQL: an
+// accepted request's job is inserted with InsertTx in the transaction of
+// its key's claim, and a River worker runs it with the engine, under the
+// key's lease and fencing token. The generated code declares one job type
+// and one worker per async operation with this package; River's retries,
+// backoff, concurrency limits and graceful stop are River's own.
+//
+// Only an API with async operations imports this package, and so River.
+package idemriver
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/idemgen/idemgen/idem"
+)
+
+// Args are what the job of an accepted request carries: its key, and the
+// use of the key it runs. The request itself stays with the key. The
+// generated job type of each async operation embeds Args and names the
+// operation's kind.
+type Args struct {
+	Scope      string `json:"scope"`
+	Operation  string `json:"operation"`
+	Key        string `json:"key"`
+	Generation int64  `json:"generation"`
+}
+
+// ArgsOf are the job arguments of accepted request a.
+func ArgsOf(a idem.Accepted) Args {
+	return Args{Scope: a.ID.Scope, Operation: a.ID.Operation, Key: a.ID.Key, Generation: a.Generation}
+}
+
+// Accepted is the accepted request the job runs.
+func (a Args) Accepted() idem.Accepted {
+	return idem.Accepted{ID: idem.ID{Scope: a.Scope, Operation: a.Operation, Key: a.Key}, Generation: a.Generation}
+}
+
+// JobArgs is the job type of an async operation: Args with its kind.
+type JobArgs interface {
+	river.JobArgs
+	Accepted() idem.Accepted
+}
+
+// Enqueue returns the idem.Enqueue that inserts the job of an accepted
+// request, made by newArgs, with client's InsertTx, on the transaction of
+// the request's claim. client may be an insert-only client (no queues, no
+// workers); opts, when not nil, are the job's insert options.
+func Enqueue[A JobArgs](client *river.Client[pgx.Tx], newArgs func(idem.Accepted) A, opts *river.InsertOpts) idem.Enqueue[pgx.Tx] {
+	return func(ctx context.Context, tx pgx.Tx, a idem.Accepted) error {
+		_, err := client.InsertTx(ctx, tx, newArgs(a), opts)
+		return err
+	}
+}
+
+// NewInsertClient returns a River client that only inserts jobs, with
+// the transactions it is given: what a server that accepts requests and
+// runs no workers needs.
+func NewInsertClient() (*river.Client[pgx.Tx], error) {
+	return river.NewClient(riverpgxv5.New(nil), &river.Config{})
+}
+
+// Worker is the River worker of an async operation: it runs the job's
+// request with the engine (idem.Engine.RunAccepted) and stores its
+// response.
+type Worker[A JobArgs] struct {
+	river.WorkerDefaults[A]
+	engine *idem.Engine[pgx.Tx]
+	op     *idem.Operation
+	phases func(ctx context.Context, request []byte) (idem.PhaseFunc[pgx.Tx], error)
+	log    *slog.Logger
+}
+
+// NewWorker returns the worker of op's jobs on engine; phases rebuilds
+// the handler's phases from a stored request (the generated code decodes
+// it into the typed request object).
+func NewWorker[A JobArgs](engine *idem.Engine[pgx.Tx], op *idem.Operation, phases func(ctx context.Context, request []byte) (idem.PhaseFunc[pgx.Tx], error), log *slog.Logger) *Worker[A] {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Worker[A]{engine: engine, op: op, phases: phases, log: log}
+}
+
+// Work runs one attempt of a job. A request that another worker holds is
+// snoozed until its lease passes (River counts no attempt for it); a
+// failed run is River's to retry with its backoff; the last attempt's
+// failure stores the async-request-failed problem as the request's
+// response, which its status resource and every retry of its key answer.
+func (w *Worker[A]) Work(ctx context.Context, job *river.Job[A]) error {
+	a := job.Args.Accepted()
+	run, err := w.engine.RunAccepted(ctx, w.op, a, w.phases)
+	if err == nil {
+		if run.RetryIn > 0 {
+			return river.JobSnooze(run.RetryIn)
+		}
+		return nil
+	}
+	if job.Attempt < job.MaxAttempts || ctx.Err() != nil {
+		return err
+	}
+	w.log.ErrorContext(ctx, "idem: async request failed on its last attempt; storing the failure", "operation", w.op.Name,
+		"key_hash", idem.KeyHash(a.ID), "attempts", job.Attempt, "error", err)
+	failed, ferr := w.engine.FailAccepted(ctx, w.op, a, idem.AttemptsExhaustedProblem(job.Attempt))
+	switch {
+	case ferr != nil:
+		return errors.Join(err, ferr)
+	case failed.RetryIn > 0:
+		return river.JobSnooze(failed.RetryIn)
+	}
+	return river.JobCancel(err)
+}
+
+// Migrate applies River's migrations to the database of pool, as River's
+// own rivermigrate does: what the key store's migrations need beside them
+// for async operations.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	m, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		return err
+	}
+	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	return err
+}

@@ -1,0 +1,513 @@
+package idemriver_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemriver"
+	"github.com/idemgen/idemgen/idem/pgstore"
+	"github.com/idemgen/idemgen/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// exportJob is the job type of the test's async operation, as the
+// generated code declares one per operation.
+type exportJob struct{ idemriver.Args }
+
+func (exportJob) Kind() string { return "idem.createExport" }
+
+func newExportJob(a idem.Accepted) exportJob { return exportJob{idemriver.ArgsOf(a)} }
+
+// exportRequest is the typed request the handler gets back on its worker.
+type exportRequest struct {
+	Account string `json:"account"`
+}
+
+// newPool returns a pool on a database with the key store's and River's
+// migrations applied, and a table the handlers write their effects to.
+func newPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	url := pgtest.NewMigratedDatabase(t, "key store and river", func(ctx context.Context, url string) error {
+		pool, err := pgxpool.New(ctx, url)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		err = pgstore.Migrate(ctx, conn.Conn())
+		conn.Release()
+		if err != nil {
+			return err
+		}
+		if err := idemriver.Migrate(ctx, pool); err != nil {
+			return err
+		}
+		_, err = pool.Exec(ctx, `CREATE TABLE effects (key text NOT NULL, account text NOT NULL)`)
+		return err
+	})
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// harness is one service's side of the test: an engine on the store,
+// the async operation, and what its handler does.
+type harness struct {
+	t      *testing.T
+	pool   *pgxpool.Pool
+	engine *idem.Engine[pgx.Tx]
+	op     *idem.Operation
+	insert *river.Client[pgx.Tx]
+	opts   *river.InsertOpts
+	// handle is the handler: the generated worker calls the user's
+	// method with the decoded request.
+	handle func(ctx context.Context, at *idem.Attempt[pgx.Tx], req exportRequest) (idem.Writer, error)
+}
+
+func newHarness(t *testing.T, pool *pgxpool.Pool, opts idem.Options) *harness {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	insert, err := idemriver.NewInsertClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{
+		t:      t,
+		pool:   pool,
+		engine: idem.NewEngine[pgx.Tx](pgstore.New(pool, pgstore.Options{}), opts),
+		op:     &idem.Operation{Name: "createExport", TTL: time.Hour, Lease: 5 * time.Second, Async: true, StatusPath: "/v1/exports/requests/{key}"},
+		insert: insert,
+		handle: func(ctx context.Context, at *idem.Attempt[pgx.Tx], req exportRequest) (idem.Writer, error) {
+			if _, err := at.Tx().Exec(ctx, `INSERT INTO effects (key, account) VALUES ($1, $2)`, at.Key(), req.Account); err != nil {
+				return nil, err
+			}
+			return created(`{"account":"` + req.Account + `"}`), nil
+		},
+	}
+}
+
+func (h *harness) phases(_ context.Context, raw []byte) (idem.PhaseFunc[pgx.Tx], error) {
+	var req exportRequest
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (string, idem.Writer, error) {
+		w, err := h.handle(ctx, at, req)
+		return "", w, err
+	}, nil
+}
+
+// worker returns a started River client running the operation's worker
+// with maxWorkers at once; it stops when the test ends.
+func (h *harness) worker(maxWorkers int) *river.Client[pgx.Tx] {
+	h.t.Helper()
+	workers := river.NewWorkers()
+	river.AddWorker(workers, idemriver.NewWorker[exportJob](h.engine, h.op, h.phases, slog.New(slog.DiscardHandler)))
+	client, err := river.NewClient(riverpgxv5.New(h.pool), &river.Config{
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
+		Workers:           workers,
+		FetchCooldown:     10 * time.Millisecond,
+		FetchPollInterval: 50 * time.Millisecond,
+		RetryPolicy:       retryAtOnce{},
+		Logger:            slog.New(slog.DiscardHandler),
+		TestOnly:          true,
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := client.Start(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := client.Stop(ctx); err != nil {
+			h.t.Errorf("stop River client: %v", err)
+		}
+	})
+	return client
+}
+
+// retryAtOnce retries a failed job at once, so that tests of retries do
+// not wait out River's backoff.
+type retryAtOnce struct{}
+
+func (retryAtOnce) NextRetry(*rivertype.JobRow) time.Time { return time.Now() }
+
+// post sends a request of the operation with key (and tenant, for a
+// scope), as the generated handler would.
+func (h *harness) post(key, tenant, account string) *idem.Response {
+	h.t.Helper()
+	r := httptest.NewRequest("POST", "/v1/exports", nil)
+	r.Header.Set(idem.HeaderKey, key)
+	if tenant != "" {
+		r.Header.Set("X-Tenant", tenant)
+	}
+	req := exportRequest{Account: account}
+	resp, err := h.engine.ServeAsync(idem.WithRequest(context.Background(), r), h.op, []byte(account), req,
+		idemriver.Enqueue(h.insert, newExportJob, h.opts))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return resp
+}
+
+// status reads the status resource of key.
+func (h *harness) status(key, tenant string) (*idem.Response, idem.AsyncStatus) {
+	h.t.Helper()
+	r := httptest.NewRequest("GET", h.op.StatusLocation(key), nil)
+	if tenant != "" {
+		r.Header.Set("X-Tenant", tenant)
+	}
+	resp, err := h.engine.Status(idem.WithRequest(context.Background(), r), h.op, key)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var st idem.AsyncStatus
+	if resp.Status == http.StatusOK {
+		if err := json.Unmarshal(resp.Body, &st); err != nil {
+			h.t.Fatalf("status body %s: %v", resp.Body, err)
+		}
+	}
+	return resp, st
+}
+
+// effects counts the handler's committed effects for key.
+func (h *harness) effects(key string) int {
+	h.t.Helper()
+	var n int
+	if err := h.pool.QueryRow(context.Background(), `SELECT count(*) FROM effects WHERE key = $1`, key).Scan(&n); err != nil {
+		h.t.Fatal(err)
+	}
+	return n
+}
+
+func created(body string) idem.Writer {
+	return func(w http.ResponseWriter) error {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, err := w.Write([]byte(body))
+		return err
+	}
+}
+
+// finished returns a channel that gets each job that ended (completed,
+// cancelled or discarded) on client.
+func finished(t *testing.T, client *river.Client[pgx.Tx]) <-chan *river.Event {
+	t.Helper()
+	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed)
+	t.Cleanup(cancel)
+	return events
+}
+
+// await waits for n jobs to end for good on events, bounding a hang.
+func await(t *testing.T, events <-chan *river.Event, n int) []*river.Event {
+	t.Helper()
+	var got []*river.Event
+	deadline := time.After(time.Minute)
+	for len(got) < n {
+		select {
+		case ev := <-events:
+			if ev.Kind == river.EventKindJobFailed && ev.Job.State != rivertype.JobStateDiscarded {
+				continue // retried
+			}
+			got = append(got, ev)
+		case <-deadline:
+			t.Fatalf("%d of %d jobs ended within a minute", len(got), n)
+		}
+	}
+	return got
+}
+
+// A first request is answered 202 with its status resource's Location
+// and Retry-After as soon as it is claimed and its job enqueued, before
+// its handler runs; once the worker ran it, its status holds the stored
+// response, and a retry replays it.
+func TestAsyncAccepted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, newPool(t), idem.Options{})
+	release := make(chan struct{})
+	var ran atomic.Int64
+	inner := h.handle
+	h.handle = func(ctx context.Context, at *idem.Attempt[pgx.Tx], req exportRequest) (idem.Writer, error) {
+		<-release
+		ran.Add(1)
+		return inner(ctx, at, req)
+	}
+	client := h.worker(2)
+	events := finished(t, client)
+
+	resp := h.post("exp-1", "", "acct_1")
+	if resp.Status != http.StatusAccepted {
+		t.Fatalf("first request: %d %s, want 202", resp.Status, resp.Body)
+	}
+	if got := resp.Header.Get("Location"); got != "/v1/exports/requests/exp-1" {
+		t.Errorf("Location = %q, want the status resource /v1/exports/requests/exp-1", got)
+	}
+	if resp.Header.Get("Retry-After") == "" {
+		t.Error("no Retry-After on the 202")
+	}
+	if n := ran.Load(); n != 0 {
+		t.Fatalf("the handler finished %d times before the 202", n)
+	}
+	if _, st := h.status("exp-1", ""); st.Status != idem.AsyncPending && st.Status != idem.AsyncRunning {
+		t.Errorf("status while the handler waits: %q, want pending or running", st.Status)
+	}
+	close(release)
+	await(t, events, 1)
+
+	if n := h.effects("exp-1"); n != 1 {
+		t.Fatalf("the handler committed %d effects, want 1", n)
+	}
+	resp, st := h.status("exp-1", "")
+	if resp.Status != http.StatusOK || st.Status != idem.AsyncSucceeded || st.Response == nil || st.Response.Status != http.StatusCreated {
+		t.Fatalf("status once done: %d %s", resp.Status, resp.Body)
+	}
+	if string(st.Response.Body) != `{"account":"acct_1"}` {
+		t.Errorf("status holds body %s, want the handler's", st.Response.Body)
+	}
+	if resp.Header.Get("Retry-After") != "" {
+		t.Error("a finished request's status still says Retry-After")
+	}
+	replay := h.post("exp-1", "", "acct_1")
+	if replay.Status != http.StatusCreated || !replay.Replayed || string(replay.Body) != `{"account":"acct_1"}` {
+		t.Errorf("retry once done: %d replayed=%v %s, want the stored 201", replay.Status, replay.Replayed, replay.Body)
+	}
+	if n := ran.Load(); n != 1 {
+		t.Errorf("the handler ran %d times, want 1", n)
+	}
+}
+
+// A retry of a request that is still running gets 202 with the same
+// Location, not 409: the client is doing the right thing. Another
+// request under the key gets 422 all the same.
+func TestAsyncRetryWhileRunning(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, newPool(t), idem.Options{})
+	started, release := make(chan struct{}), make(chan struct{})
+	inner := h.handle
+	h.handle = func(ctx context.Context, at *idem.Attempt[pgx.Tx], req exportRequest) (idem.Writer, error) {
+		close(started)
+		<-release
+		return inner(ctx, at, req)
+	}
+	client := h.worker(1)
+	events := finished(t, client)
+
+	first := h.post("exp-2", "", "acct_2")
+	if first.Status != http.StatusAccepted {
+		t.Fatalf("first request: %d %s", first.Status, first.Body)
+	}
+	<-started
+	retry := h.post("exp-2", "", "acct_2")
+	if retry.Status != http.StatusAccepted {
+		t.Fatalf("retry while running: %d %s, want 202", retry.Status, retry.Body)
+	}
+	if retry.Header.Get("Location") != first.Header.Get("Location") || retry.Header.Get("Retry-After") == "" {
+		t.Errorf("retry's Location %q and Retry-After %q; want %q and a delay", retry.Header.Get("Location"), retry.Header.Get("Retry-After"), first.Header.Get("Location"))
+	}
+	var st idem.AsyncStatus
+	if err := json.Unmarshal(retry.Body, &st); err != nil || st.Status != idem.AsyncRunning {
+		t.Errorf("retry's body %s: want status running", retry.Body)
+	}
+	if other := h.post("exp-2", "", "acct_other"); other.Status != http.StatusUnprocessableEntity {
+		t.Errorf("another request under the running key: %d, want 422", other.Status)
+	}
+	close(release)
+	await(t, events, 1)
+	if n := h.effects("exp-2"); n != 1 {
+		t.Errorf("%d effects, want 1", n)
+	}
+}
+
+// The status resource is scoped like the key: another tenant cannot read
+// a tenant's request, even knowing its key.
+func TestAsyncStatusScoped(t *testing.T) {
+	t.Parallel()
+	scope := func(_ context.Context, r *http.Request) (string, error) { return r.Header.Get("X-Tenant"), nil }
+	h := newHarness(t, newPool(t), idem.Options{Scope: scope})
+	client := h.worker(2)
+	events := finished(t, client)
+
+	if resp := h.post("exp-3", "tenant-a", "acct_a"); resp.Status != http.StatusAccepted {
+		t.Fatalf("tenant a's request: %d %s", resp.Status, resp.Body)
+	}
+	await(t, events, 1)
+	if resp, st := h.status("exp-3", "tenant-a"); resp.Status != http.StatusOK || st.Status != idem.AsyncSucceeded {
+		t.Fatalf("tenant a's status: %d %s", resp.Status, resp.Body)
+	}
+	resp, _ := h.status("exp-3", "tenant-b")
+	if resp.Status != http.StatusNotFound || strings.Contains(string(resp.Body), "acct_a") {
+		t.Errorf("tenant b reading tenant a's key: %d %s, want 404 without its response", resp.Status, resp.Body)
+	}
+	// The same key from tenant b is a request of its own.
+	if resp := h.post("exp-3", "tenant-b", "acct_b"); resp.Status != http.StatusAccepted {
+		t.Errorf("tenant b's own request under the same key: %d %s, want 202", resp.Status, resp.Body)
+	}
+	await(t, events, 1)
+	if n := h.effects("exp-3"); n != 2 {
+		t.Errorf("%d effects for the key across two tenants, want 2", n)
+	}
+}
+
+// A request whose every attempt fails ends in a stored failure: its
+// status says failed with the async-request-failed problem, and a retry
+// of its key replays that problem rather than running it again.
+func TestAsyncFailureStored(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, newPool(t), idem.Options{})
+	var attempts atomic.Int64
+	h.handle = func(ctx context.Context, at *idem.Attempt[pgx.Tx], req exportRequest) (idem.Writer, error) {
+		attempts.Add(1)
+		return nil, errors.New("the export's storage refused the file")
+	}
+	h.opts = &river.InsertOpts{MaxAttempts: 3}
+	client := h.worker(1)
+	events := finished(t, client)
+
+	if resp := h.post("exp-4", "", "acct_4"); resp.Status != http.StatusAccepted {
+		t.Fatalf("first request: %d %s", resp.Status, resp.Body)
+	}
+	ended := await(t, events, 1)
+	if ended[0].Job.State != rivertype.JobStateCancelled {
+		t.Errorf("the job ended %s, want cancelled once its failure is stored", ended[0].Job.State)
+	}
+	if n := attempts.Load(); n != 3 {
+		t.Errorf("the handler ran %d times, want River's 3 attempts", n)
+	}
+	resp, st := h.status("exp-4", "")
+	if resp.Status != http.StatusOK || st.Status != idem.AsyncFailed || st.Response == nil || st.Response.Status != http.StatusInternalServerError ||
+		!strings.Contains(string(st.Response.Body), "async-request-failed") {
+		t.Fatalf("status after the last attempt: %d %s", resp.Status, resp.Body)
+	}
+	if strings.Contains(string(st.Response.Body), "refused the file") {
+		t.Errorf("the stored failure holds the handler's error text: %s", st.Response.Body)
+	}
+	retry := h.post("exp-4", "", "acct_4")
+	if retry.Status != http.StatusInternalServerError || !retry.Replayed {
+		t.Errorf("retry after the failure: %d replayed=%v, want the stored 500", retry.Status, retry.Replayed)
+	}
+	if n := attempts.Load(); n != 3 {
+		t.Errorf("the retry ran the handler again (%d runs)", n)
+	}
+}
+
+// Each request runs once however many workers, River clients and job
+// runs meet it: several clients share the queue, some first runs fail
+// and are retried, and every job is also worked a second time at once by
+// another worker of the same job (as a rescued job would be): one effect
+// per key.
+func TestAsyncRunsOnceAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	const keys = 24
+	var mu sync.Mutex
+	failedOnce := map[string]bool{}
+	var runs atomic.Int64
+	var clients []*river.Client[pgx.Tx]
+	var hs []*harness
+	for range 3 {
+		h := newHarness(t, pool, idem.Options{})
+		// Short, so that a job snoozed behind another worker's lease
+		// comes back soon.
+		h.op.Lease = 2 * time.Second
+		inner := h.handle
+		h.handle = func(ctx context.Context, at *idem.Attempt[pgx.Tx], req exportRequest) (idem.Writer, error) {
+			runs.Add(1)
+			mu.Lock()
+			fail := !failedOnce[at.Key()] && strings.HasSuffix(at.Key(), "3")
+			failedOnce[at.Key()] = true
+			mu.Unlock()
+			if fail {
+				return nil, errors.New("a first run that fails")
+			}
+			return inner(ctx, at, req)
+		}
+		hs = append(hs, h)
+		clients = append(clients, h.worker(4))
+	}
+	events := finished(t, clients[0])
+	var others []<-chan *river.Event
+	for _, c := range clients[1:] {
+		others = append(others, finished(t, c))
+	}
+	// Every job, worked a second time by another service's worker while
+	// the River clients work it.
+	second := idemriver.NewWorker[exportJob](hs[1].engine, hs[1].op, hs[1].phases, slog.New(slog.DiscardHandler))
+	var wg sync.WaitGroup
+	for i := range keys {
+		key := fmt.Sprintf("exp-many-%d", i)
+		if resp := hs[i%3].post(key, "", "acct"); resp.Status != http.StatusAccepted {
+			t.Fatalf("%s: %d %s", key, resp.Status, resp.Body)
+		}
+		wg.Go(func() {
+			job := &river.Job[exportJob]{JobRow: &rivertype.JobRow{Attempt: 1, MaxAttempts: 25}, Args: exportJob{idemriver.Args{Operation: "createExport", Key: key, Generation: 1}}}
+			// It runs the request, finds it done, finds it held (and
+			// would snooze), or fails as a first run may: never a second
+			// effect.
+			_ = second.Work(context.Background(), job)
+		})
+	}
+	wg.Wait()
+	// Every job ends once on one of the clients.
+	total := 0
+	deadline := time.After(time.Minute)
+	for total < keys {
+		select {
+		case ev := <-events:
+			total += countEnded(ev)
+		case ev := <-others[0]:
+			total += countEnded(ev)
+		case ev := <-others[1]:
+			total += countEnded(ev)
+		case <-deadline:
+			t.Fatalf("%d of %d jobs ended within a minute", total, keys)
+		}
+	}
+	for i := range keys {
+		key := fmt.Sprintf("exp-many-%d", i)
+		if n := hs[0].effects(key); n != 1 {
+			t.Errorf("%s: %d effects, want 1", key, n)
+		}
+		if resp, st := hs[0].status(key, ""); st.Status != idem.AsyncSucceeded {
+			t.Errorf("%s: status %d %s", key, resp.Status, resp.Body)
+		}
+	}
+	// Three keys (…3, …13, …23) fail their first run and run again.
+	if n := runs.Load(); n < keys+3 {
+		t.Errorf("the handler ran %d times for %d keys, 3 of which fail once", n, keys)
+	}
+}
+
+func countEnded(ev *river.Event) int {
+	if ev.Kind == river.EventKindJobFailed && ev.Job.State != rivertype.JobStateDiscarded {
+		return 0
+	}
+	return 1
+}

@@ -1,0 +1,59 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/pgstore/internal/dbsqlc"
+	"github.com/jackc/pgx/v5"
+)
+
+var _ idem.Accepter[pgx.Tx] = (*Store)(nil)
+
+// Accept claims a key for a request of an async operation and enqueues
+// its job in one transaction: the claim writes the in-flight row with the
+// request and a lease that has passed already, so that a worker takes it
+// over at once; enqueue inserts the job (River's InsertTx) on the same
+// transaction; one COMMIT makes both visible, or neither.
+func (s *Store) Accept(ctx context.Context, id idem.ID, c idem.Claim, enqueue func(ctx context.Context, tx pgx.Tx) error) error {
+	c.Lease, c.Takeover = 0, false
+	tx, release, err := s.begin(ctx)
+	if err != nil {
+		return classify("accept", err)
+	}
+	defer release()
+	if _, _, err := claim(ctx, s.q.WithTx(tx), id, c); err != nil {
+		rollbackQuietly(ctx, tx)
+		return err
+	}
+	if err := enqueue(ctx, tx); err != nil {
+		rollbackQuietly(ctx, tx)
+		return classify("enqueue the accepted request's job", err)
+	}
+	return commit(ctx, tx, "accept")
+}
+
+// rollbackQuietly ends a transaction whose error is reported already;
+// with ctx ended, pgx closes the connection, which rolls it back too.
+func rollbackQuietly(ctx context.Context, tx pgx.Tx) {
+	_ = tx.Rollback(ctx)
+}
+
+// AcceptedRequest returns the request an in-flight key keeps, for the
+// worker of an async operation; nil when it keeps none.
+func (s *Store) AcceptedRequest(ctx context.Context, id idem.ID) ([]byte, error) {
+	var request []byte
+	err := s.read(ctx, func(q *dbsqlc.Queries) (err error) {
+		request, err = q.GetRequest(ctx, dbsqlc.GetRequestParams{Scope: id.Scope, Operation: id.Operation, Key: id.Key})
+		return err
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("pgstore: read the accepted request: the key is not in flight: %w", idem.ErrContended)
+	case err != nil:
+		return nil, classify("read the accepted request", err)
+	}
+	return request, nil
+}
