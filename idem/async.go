@@ -128,7 +128,7 @@ func (e *Engine[T]) serveAsync(ctx context.Context, op *Operation, fingerprint [
 			if !sameRequest {
 				return e.keyReused(op), nil
 			}
-			return e.asyncAnswer(op, id, rec, OutcomeInProgress), nil
+			return e.asyncAnswer(ctx, op, id, rec, OutcomeInProgress), nil
 		case rec.Found && !rec.Expired:
 			if !sameRequest {
 				return e.keyReused(op), nil
@@ -161,7 +161,7 @@ func (e *Engine[T]) serveAsync(ctx context.Context, op *Operation, fingerprint [
 			return e.storeFailed(ctx, "accept", err), nil
 		}
 		observed(ctx).claimed(c)
-		return e.asyncAnswer(op, id, Record{Found: true, Attempt: 1}, OutcomeAccepted), nil
+		return e.asyncAnswer(ctx, op, id, Record{Found: true, Attempt: 1}, OutcomeAccepted), nil
 	}
 	return e.keyInUse(op, e.retryAfter), nil
 }
@@ -183,11 +183,11 @@ func (e *Engine[T]) asyncRequest(op *Operation, request any) ([]byte, *Response)
 }
 
 // asyncAnswer is the 202 of a pending or running request of op.
-func (e *Engine[T]) asyncAnswer(op *Operation, id ID, rec Record, outcome Outcome) *Response {
+func (e *Engine[T]) asyncAnswer(ctx context.Context, op *Operation, id ID, rec Record, outcome Outcome) *Response {
 	st := AsyncStatus{Status: stateOf(rec), RecoveryPoint: rec.RecoveryPoint}
 	resp := e.statusResponse(http.StatusAccepted, st)
 	if loc := op.StatusLocation(id.Key); loc != "" {
-		resp.Header.Set("Location", loc)
+		resp.Header.Set("Location", mountPrefix(RequestFrom(ctx), op.Path)+loc)
 	}
 	resp.outcome = outcome
 	return resp
@@ -217,8 +217,31 @@ func stateOf(rec Record) AsyncState {
 	return AsyncPending
 }
 
+// mountPrefix is the part of r's path before the operation's path in the
+// spec, route: the prefix its routes are mounted under, whichever way the
+// router mounts them. The request's URI is read as the client sent it,
+// before any prefix was stripped.
+func mountPrefix(r *http.Request, route string) string {
+	if r == nil || route == "" {
+		return ""
+	}
+	p := r.URL.EscapedPath()
+	if u, err := url.ParseRequestURI(r.RequestURI); err == nil && r.RequestURI != "" {
+		p = u.EscapedPath()
+	}
+	p = strings.TrimSuffix(p, "/")
+	for range strings.Count(strings.TrimSuffix(route, "/"), "/") {
+		i := strings.LastIndexByte(p, '/')
+		if i < 0 {
+			return ""
+		}
+		p = p[:i]
+	}
+	return p
+}
+
 // StatusLocation is the URL path of the status resource of key, from
-// StatusPath; "" when op has none.
+// StatusPath, under no prefix; "" when op has none.
 func (op *Operation) StatusLocation(key string) string {
 	if op.StatusPath == "" {
 		return ""

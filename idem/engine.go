@@ -71,8 +71,11 @@ type Operation struct {
 	Async bool
 	// StatusPath is the URL path of an async request's status resource,
 	// where "{key}" stands for its key, escaped: the Location of its 202
-	// answers. The generated code sets it, with the router's prefix.
+	// answers. Path is the operation's own path in the spec: the part of
+	// a request's URL before it is the prefix the routes are mounted
+	// under (a BaseURL, a group, a mount point), which Location gets too.
 	StatusPath string
+	Path       string
 }
 
 // ErrInvalidOperation reports an Operation the engine cannot serve, such

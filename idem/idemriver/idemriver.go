@@ -12,6 +12,7 @@ package idemriver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
@@ -53,10 +54,17 @@ type JobArgs interface {
 // Enqueue returns the idem.Enqueue that inserts the job of an accepted
 // request, made by newArgs, with client's InsertTx, on the transaction of
 // the request's claim. client may be an insert-only client (no queues, no
-// workers); opts, when not nil, are the job's insert options.
-func Enqueue[A JobArgs](client *river.Client[pgx.Tx], newArgs func(idem.Accepted) A, opts *river.InsertOpts) idem.Enqueue[pgx.Tx] {
-	return func(ctx context.Context, tx pgx.Tx, a idem.Accepted) error {
-		_, err := client.InsertTx(ctx, tx, newArgs(a), opts)
+// workers). T is the engine's transaction type, which must be the
+// client's, pgx.Tx: with another store's, such as the in-memory one,
+// the enqueue fails as a misconfigured store, since async operations
+// need their jobs in the key store's own database.
+func Enqueue[T any, A JobArgs](client *river.Client[pgx.Tx], newArgs func(idem.Accepted) A) idem.Enqueue[T] {
+	return func(ctx context.Context, tx T, a idem.Accepted) error {
+		ptx, ok := any(tx).(pgx.Tx)
+		if !ok {
+			return fmt.Errorf("%w: the jobs of async operations are inserted with River in a pgx.Tx, and the store's transactions are %T; use the Postgres store, pgstore", idem.ErrStoreMisconfigured, tx)
+		}
+		_, err := client.InsertTx(ctx, ptx, newArgs(a), nil)
 		return err
 	}
 }
@@ -71,22 +79,22 @@ func NewInsertClient() (*river.Client[pgx.Tx], error) {
 // Worker is the River worker of an async operation: it runs the job's
 // request with the engine (idem.Engine.RunAccepted) and stores its
 // response.
-type Worker[A JobArgs] struct {
+type Worker[T any, A JobArgs] struct {
 	river.WorkerDefaults[A]
-	engine *idem.Engine[pgx.Tx]
+	engine *idem.Engine[T]
 	op     *idem.Operation
-	phases func(ctx context.Context, request []byte) (idem.PhaseFunc[pgx.Tx], error)
+	phases func(ctx context.Context, request []byte) (idem.PhaseFunc[T], error)
 	log    *slog.Logger
 }
 
 // NewWorker returns the worker of op's jobs on engine; phases rebuilds
 // the handler's phases from a stored request (the generated code decodes
 // it into the typed request object).
-func NewWorker[A JobArgs](engine *idem.Engine[pgx.Tx], op *idem.Operation, phases func(ctx context.Context, request []byte) (idem.PhaseFunc[pgx.Tx], error), log *slog.Logger) *Worker[A] {
+func NewWorker[T any, A JobArgs](engine *idem.Engine[T], op *idem.Operation, phases func(ctx context.Context, request []byte) (idem.PhaseFunc[T], error), log *slog.Logger) *Worker[T, A] {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Worker[A]{engine: engine, op: op, phases: phases, log: log}
+	return &Worker[T, A]{engine: engine, op: op, phases: phases, log: log}
 }
 
 // Work runs one attempt of a job. A request that another worker holds is
@@ -94,7 +102,7 @@ func NewWorker[A JobArgs](engine *idem.Engine[pgx.Tx], op *idem.Operation, phase
 // failed run is River's to retry with its backoff; the last attempt's
 // failure stores the async-request-failed problem as the request's
 // response, which its status resource and every retry of its key answer.
-func (w *Worker[A]) Work(ctx context.Context, job *river.Job[A]) error {
+func (w *Worker[T, A]) Work(ctx context.Context, job *river.Job[A]) error {
 	a := job.Args.Accepted()
 	run, err := w.engine.RunAccepted(ctx, w.op, a, w.phases)
 	if err == nil {
@@ -118,14 +126,45 @@ func (w *Worker[A]) Work(ctx context.Context, job *river.Job[A]) error {
 	return river.JobCancel(err)
 }
 
-// Migrate applies River's migrations to the database of pool, as River's
-// own rivermigrate does: what the key store's migrations need beside them
-// for async operations.
+// Migrate applies River's migrations to the database of pool with
+// River's own rivermigrate, each in a transaction of its own (some of
+// River's cannot share one) under an advisory lock, so that servers
+// starting together on a new database apply each once: the others wait,
+// then find it applied. Apply the key store's migrations too
+// (pgstore.Migrate): async operations need both.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	m, err := rivermigrate.New(riverpgxv5.New(pool), nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("idemriver: migrate: %w", err)
 	}
-	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
-	return err
+	for {
+		applied, err := migrateStep(ctx, pool, m)
+		if err != nil {
+			return fmt.Errorf("idemriver: migrate River's tables: %w", err)
+		}
+		if !applied {
+			return nil
+		}
+	}
 }
+
+// migrateStep applies the next of River's migrations the database lacks,
+// if any, and reports whether it did.
+func migrateStep(ctx context.Context, pool *pgxpool.Pool, m *rivermigrate.Migrator[pgx.Tx]) (bool, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit, a no-op
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLock); err != nil {
+		return false, fmt.Errorf("wait for other migrators: %w", err)
+	}
+	res, err := m.MigrateTx(ctx, tx, rivermigrate.DirectionUp, &rivermigrate.MigrateOpts{MaxSteps: 1})
+	if err != nil {
+		return false, err
+	}
+	return len(res.Versions) > 0, tx.Commit(ctx)
+}
+
+// migrateLock is the advisory lock Migrate holds: "idemrivr" in ASCII.
+const migrateLock int64 = 0x6964656d72697672

@@ -82,7 +82,6 @@ type harness struct {
 	engine *idem.Engine[pgx.Tx]
 	op     *idem.Operation
 	insert *river.Client[pgx.Tx]
-	opts   *river.InsertOpts
 	// handle is the handler: the generated worker calls the user's
 	// method with the decoded request.
 	handle func(ctx context.Context, at *idem.Attempt[pgx.Tx], req exportRequest) (idem.Writer, error)
@@ -101,7 +100,7 @@ func newHarness(t *testing.T, pool *pgxpool.Pool, opts idem.Options) *harness {
 		t:      t,
 		pool:   pool,
 		engine: idem.NewEngine[pgx.Tx](pgstore.New(pool, pgstore.Options{}), opts),
-		op:     &idem.Operation{Name: "createExport", TTL: time.Hour, Lease: 5 * time.Second, Async: true, StatusPath: "/v1/exports/requests/{key}"},
+		op:     &idem.Operation{Name: "createExport", TTL: time.Hour, Lease: 5 * time.Second, Async: true, Path: "/exports", StatusPath: "/exports/requests/{key}"},
 		insert: insert,
 		handle: func(ctx context.Context, at *idem.Attempt[pgx.Tx], req exportRequest) (idem.Writer, error) {
 			if _, err := at.Tx().Exec(ctx, `INSERT INTO effects (key, account) VALUES ($1, $2)`, at.Key(), req.Account); err != nil {
@@ -128,7 +127,7 @@ func (h *harness) phases(_ context.Context, raw []byte) (idem.PhaseFunc[pgx.Tx],
 func (h *harness) worker(maxWorkers int) *river.Client[pgx.Tx] {
 	h.t.Helper()
 	workers := river.NewWorkers()
-	river.AddWorker(workers, idemriver.NewWorker[exportJob](h.engine, h.op, h.phases, slog.New(slog.DiscardHandler)))
+	river.AddWorker(workers, idemriver.NewWorker[pgx.Tx, exportJob](h.engine, h.op, h.phases, slog.New(slog.DiscardHandler)))
 	client, err := river.NewClient(riverpgxv5.New(h.pool), &river.Config{
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
 		Workers:           workers,
@@ -171,7 +170,7 @@ func (h *harness) post(key, tenant, account string) *idem.Response {
 	}
 	req := exportRequest{Account: account}
 	resp, err := h.engine.ServeAsync(idem.WithRequest(context.Background(), r), h.op, []byte(account), req,
-		idemriver.Enqueue(h.insert, newExportJob, h.opts))
+		idemriver.Enqueue[pgx.Tx](h.insert, newExportJob))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -181,7 +180,7 @@ func (h *harness) post(key, tenant, account string) *idem.Response {
 // status reads the status resource of key.
 func (h *harness) status(key, tenant string) (*idem.Response, idem.AsyncStatus) {
 	h.t.Helper()
-	r := httptest.NewRequest("GET", h.op.StatusLocation(key), nil)
+	r := httptest.NewRequest("GET", "/v1"+h.op.StatusLocation(key), nil)
 	if tenant != "" {
 		r.Header.Set("X-Tenant", tenant)
 	}
@@ -267,8 +266,9 @@ func TestAsyncAccepted(t *testing.T) {
 	if resp.Status != http.StatusAccepted {
 		t.Fatalf("first request: %d %s, want 202", resp.Status, resp.Body)
 	}
+	// The routes are mounted under /v1: the Location is too.
 	if got := resp.Header.Get("Location"); got != "/v1/exports/requests/exp-1" {
-		t.Errorf("Location = %q, want the status resource /v1/exports/requests/exp-1", got)
+		t.Errorf("Location = %q, want the status resource under the routes' prefix, /v1/exports/requests/exp-1", got)
 	}
 	if resp.Header.Get("Retry-After") == "" {
 		t.Error("no Retry-After on the 202")
@@ -387,7 +387,12 @@ func TestAsyncFailureStored(t *testing.T) {
 		attempts.Add(1)
 		return nil, errors.New("the export's storage refused the file")
 	}
-	h.opts = &river.InsertOpts{MaxAttempts: 3}
+	// River's MaxAttempts, as the client inserting the jobs sets it.
+	insert, err := river.NewClient(riverpgxv5.New(nil), &river.Config{MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.insert = insert
 	client := h.worker(1)
 	events := finished(t, client)
 
@@ -459,7 +464,7 @@ func TestAsyncRunsOnceAcrossWorkers(t *testing.T) {
 	}
 	// Every job, worked a second time by another service's worker while
 	// the River clients work it.
-	second := idemriver.NewWorker[exportJob](hs[1].engine, hs[1].op, hs[1].phases, slog.New(slog.DiscardHandler))
+	second := idemriver.NewWorker[pgx.Tx, exportJob](hs[1].engine, hs[1].op, hs[1].phases, slog.New(slog.DiscardHandler))
 	var wg sync.WaitGroup
 	for i := range keys {
 		key := fmt.Sprintf("exp-many-%d", i)
@@ -510,4 +515,47 @@ func countEnded(ev *river.Event) int {
 		return 0
 	}
 	return 1
+}
+
+// Servers that start together on a new database all migrate River's
+// tables without error, each migration applied once, and a pool of one
+// connection migrates as well.
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	errs := make(chan error, 4)
+	for i := range 4 {
+		go func() {
+			cfg, err := pgxpool.ParseConfig(url)
+			if err != nil {
+				errs <- err
+				return
+			}
+			cfg.MaxConns = int32(1 + i%2) // one connection, or two
+			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer pool.Close()
+			errs <- idemriver.Migrate(context.Background(), pool)
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var versions, distinct int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT version) FROM river_migration`).Scan(&versions, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if versions == 0 || versions != distinct {
+		t.Errorf("river_migration holds %d rows for %d versions, want each version once", versions, distinct)
+	}
 }
