@@ -9,7 +9,7 @@ import (
 
 // annotate fills in op, an operation of oapi-codegen's, from its
 // x-idempotent annotation a.
-func annotate(op *operation, a annotation.Operation, d codegen.OperationDefinition) error {
+func annotate(cfg *Config, op *operation, a annotation.Operation, d codegen.OperationDefinition) error {
 	op.Idempotent = true
 	op.pos = a.Pos
 	if a.OperationID != "" {
@@ -32,8 +32,17 @@ func annotate(op *operation, a annotation.Operation, d codegen.OperationDefiniti
 	if err := annotateScope(op, a, d); err != nil {
 		return err
 	}
-	if a.Mode == annotation.ModePhased {
+	if a.Mode == annotation.ModePhased || a.Mode == annotation.ModeAsync {
 		op.Points = recoveryPoints(op.GoName, a.RecoveryPoints)
+	}
+	if a.Mode == annotation.ModeAsync && cfg.Jobs == JobsNone {
+		return annotationError(op, a.ModePos, "mode: async runs requests on River workers, and the config says jobs: none; expected jobs: river in the config, or mode: atomic or phased")
+	}
+	if a.Mode == annotation.ModeAsync && d.Spec != nil && d.Spec.Responses != nil && d.Spec.Responses.Value("202") != nil {
+		return annotationError(op, a.ModePos, "mode: async answers 202 Accepted itself, with the status resource, and the operation declares a 202 of its own; expected its final responses only, such as a 201")
+	}
+	if a.Mode == annotation.ModeAsync {
+		op.Async, op.StatusPath, op.StatusGoName = true, a.Status, codegen.ToCamelCase(statusOperationID(a))
 	}
 	if a.Abandoned != "" {
 		op.Abandoned = a.Abandoned
@@ -117,9 +126,13 @@ func acceptBodies(op *operation, d codegen.OperationDefinition) (multipart strin
 	return multipart
 }
 
-// checkCompletable refuses abandoned: complete for an operation with a
-// multipart request body.
+// checkCompletable refuses abandoned: complete and mode: async for an
+// operation with a multipart request body.
 func checkCompletable(op *operation, a annotation.Operation, multipart string) error {
+	if a.Mode == annotation.ModeAsync && multipart != "" {
+		// A worker runs the request from the copy stored with its key.
+		return annotationError(op, a.ModePos, "mode: async: request body %s is a stream, which cannot be stored for a worker to run the request from; expected a JSON or form request body, or mode: atomic", multipart)
+	}
 	if a.Abandoned != annotation.AbandonedComplete || multipart == "" {
 		return nil
 	}

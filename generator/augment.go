@@ -27,6 +27,7 @@ const (
 	mediaResponse   = "IdempotencyUnsupportedMediaType"
 	failedResponse  = "IdempotencyInternalError"
 	shouldRetry     = "IdempotencyShouldRetry"
+	notFound        = "IdempotencyAsyncNotFound"
 )
 
 // layerAnswer is an answer the layer gives itself, documented on every
@@ -81,9 +82,17 @@ func augmentSpec(file string, src []byte, m *model, carry carried) ([]byte, []re
 			return nil, nil, fmt.Errorf("%s: %s %s: the operation is not in paths as written (a $ref path item?); the augmented spec needs it inline", file, op.Method, op.Path)
 		}
 		augmentOperation(root, node, op, m.ErrorShape)
+		if op.Async {
+			augmentAsync(paths, node, op)
+		}
 	}
 	if err := addComponents(root, file, m.ErrorShape); err != nil {
 		return nil, nil, err
+	}
+	if m.Async {
+		if err := addAsyncComponents(root, file, m.ErrorShape); err != nil {
+			return nil, nil, err
+		}
 	}
 	asJSON := bytes.HasPrefix(bytes.TrimLeft(src, " \t\r\n\xef\xbb\xbf"), []byte("{"))
 	encode := func() ([]byte, error) {

@@ -44,6 +44,9 @@ type Config struct {
 	// Errors, when set, renders the answers the layer gives itself in the
 	// API's own error schema instead of problem+json.
 	Errors *Errors `yaml:"errors"`
+	// Jobs is what runs the requests of async operations (mode: async):
+	// JobsRiver, the default, or JobsNone, which refuses mode: async.
+	Jobs string `yaml:"jobs"`
 
 	// dir is the directory of the config file; paths resolve against it.
 	dir string
@@ -110,6 +113,12 @@ type OapiCodegen struct {
 	// OutputOptions are oapi-codegen's output-options, such as skip-prune.
 	OutputOptions codegen.OutputOptions `yaml:"output-options"`
 }
+
+// What runs the requests of async operations (Config.Jobs).
+const (
+	JobsRiver = "river"
+	JobsNone  = "none"
+)
 
 // serverKinds are oapi-codegen's server generators that the layer mounts
 // on.
@@ -236,6 +245,12 @@ func (c *Config) complete() []string {
 	case slices.Contains(serverKinds, c.Server):
 	default:
 		problems = append(problems, fmt.Sprintf("server %q is unknown; expected one of %s", c.Server, strings.Join(serverKinds, ", ")))
+	}
+	if c.Jobs == "" {
+		c.Jobs = JobsRiver
+	}
+	if c.Jobs != JobsRiver && c.Jobs != JobsNone {
+		problems = append(problems, fmt.Sprintf("jobs %q is unknown; expected river (async operations run on River) or none (mode: async is refused)", c.Jobs))
 	}
 	if c.Migrations.Dir == "" {
 		c.Migrations.Dir = filepath.Join(c.Output.Dir, "migrations")

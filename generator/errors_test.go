@@ -84,7 +84,7 @@ func TestGenerateRejectsBadAnnotations(t *testing.T) {
           description: ok
 `,
 			line: 11, col: 9,
-			msg: `x-idempotent: unknown key "retries"; expected one of required, key, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body, validate`,
+			msg: `x-idempotent: unknown key "retries"; expected one of required, key, ttl, lease, mode, recovery-points, status, abandoned, complete-after, fingerprint, scope, max-body, validate`,
 		},
 		{
 			name: "octet-stream request body",

@@ -14,9 +14,9 @@ import (
 	"github.com/idemgen/idemgen/generator"
 )
 
-// Three specs are generated for each server kind and run over HTTP: the
-// example's (testdata/kinds-<kind>), testdata/keyplacement and
-// testdata/inputs. Linking a test binary costs more than compiling the
+// Four specs are generated for each server kind and run over HTTP: the
+// example's (testdata/kinds-<kind>), testdata/keyplacement,
+// testdata/inputs and testdata/exports. Linking a test binary costs more than compiling the
 // generated code, so the three go in one binary per kind: each generated
 // package in a folder of its own, with its suite beside it as ordinary
 // files, and a test package above them whose tests call the suites'
@@ -42,13 +42,15 @@ var (
 	packageLine = regexp.MustCompile(`(?m)^package \w+`)
 )
 
-// kindBinary is the test binary of kind's three generated packages.
+// kindBinary is the test binary of kind's four generated packages.
 func kindBinary(t *testing.T, kind string) string {
 	return buildTestBinary(t, "kind-"+kind, func(t *testing.T) string {
 		kindsRes := generate(t, loadConfig(t, filepath.Join("testdata", "kinds-"+kind, "idemgen.yaml")))
 		placementCfg := loadConfig(t, filepath.Join("testdata", "keyplacement", "idemgen.yaml"))
 		placementCfg.Server = kind
 		inputsCfg := configFor(t, filepath.Join("testdata", "inputs"), "openapi.yaml", "server: "+kind+"\n")
+		exportsCfg := loadConfig(t, filepath.Join("testdata", "exports", "idemgen.yaml"))
+		exportsCfg.Server = kind
 		return writeKindPackages(t, []suitePackage{{
 			dir:      "kinds",
 			prefix:   "Kinds",
@@ -68,6 +70,11 @@ func kindBinary(t *testing.T, kind string) string {
 			prefix: "Inputs",
 			res:    generate(t, inputsCfg),
 			suite:  map[string]string{"mount.go": inputsMounts[kind], "inputs.go": inputsSuite},
+		}, {
+			dir:    "exports",
+			prefix: "Async",
+			res:    generate(t, exportsCfg),
+			suite:  map[string]string{"mount.go": asyncMounts[kind], "async.go": asyncSuite},
 		}})
 	})
 }

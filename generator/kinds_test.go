@@ -241,6 +241,10 @@ func (s *service) ListOrders(context.Context, ListOrdersRequestObject) (ListOrde
 	return ListOrders200JSONResponse{}, nil
 }
 
+func (s *service) CreateExport(context.Context, *idem.Attempt[memstore.NoTx], CreateExportRequestObject) (CreateExportResponseObject, error) {
+	return CreateExport201JSONResponse{Id: "exp_1", Csv: "id\n"}, nil
+}
+
 func (s *service) GetOrder(context.Context, GetOrderRequestObject) (GetOrderResponseObject, error) {
 	return GetOrder404ApplicationProblemPlusJSONResponse{}, nil
 }

@@ -17,7 +17,8 @@ type model struct {
 	Spec       string // the spec's path relative to the output directory
 	Package    string
 	Idempotent bool   // whether any operation is annotated
-	Phased     bool   // whether any operation is annotated with mode: phased
+	Phased     bool   // whether any operation runs in phases
+	Async      bool   // whether any operation is annotated with mode: async
 	Client     bool   // whether to write IdempotentClient
 	Server     string // the server kind: std-http, chi, echo, gin
 	Operations []operation
@@ -113,6 +114,16 @@ type operation struct {
 	// nil for an atomic one.
 	Points []recoveryPoint
 
+	// Async is set on an operation annotated with mode: async, whose
+	// status resource is at StatusPath and is served by the operation
+	// StatusGoName, which the layer adds to the spec.
+	Async        bool
+	StatusPath   string
+	StatusGoName string
+	// StatusOf, on that status operation, is the field of the async
+	// operation it reports on: the generated code serves it itself.
+	StatusOf string
+
 	// Abandoned is what the completer does with an attempt of a phased
 	// operation whose lease has passed and whose client has not come back
 	// for CompleteAfter: "complete" resumes it at its recovery point and
@@ -170,6 +181,9 @@ func (op operation) Next() string      { return op.GoName + "Next" }
 func (op operation) Respond() string   { return op.GoName + "Respond" }
 func (op operation) Phases() string    { return op.GoName + "Phases" }
 
+// StatusAnswer is the type a status operation answers with.
+func (op operation) StatusAnswer() string { return lowerFirst(op.GoName) + "Answer" }
+
 // Last is the last recovery point, whose phase responds.
 func (op operation) Last() recoveryPoint { return op.Points[len(op.Points)-1] }
 
@@ -206,7 +220,7 @@ func buildModel(cfg *Config, src source) (*model, error) {
 		a, ok := byRoute[op.Method+" "+op.Path]
 		if ok {
 			matched[op.Method+" "+op.Path] = true
-			if err := annotate(&op, a, d); err != nil {
+			if err := annotate(cfg, &op, a, d); err != nil {
 				errs = append(errs, err)
 			}
 			if cfg.Tests {
@@ -220,8 +234,18 @@ func buildModel(cfg *Config, src source) (*model, error) {
 			}
 			m.Idempotent = true
 			m.Phased = m.Phased || op.Phased()
+			m.Async = m.Async || op.Async
 		}
 		m.Operations = append(m.Operations, op)
+	}
+	statusOf := map[string]string{}
+	for _, op := range m.Operations {
+		if op.Async {
+			statusOf[op.StatusGoName] = op.Field
+		}
+	}
+	for i, op := range m.Operations {
+		m.Operations[i].StatusOf = statusOf[op.GoName]
 	}
 	for _, a := range annotated { // in the spec's order, unlike byRoute
 		if matched[a.Method+" "+a.Path] {

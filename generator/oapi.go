@@ -77,7 +77,7 @@ type oapiOutput struct {
 // server for the spec. Once the spec is loaded, it waits for read, which
 // says whether the spec's annotations are read without error, and
 // returns that error before generating.
-func runOapiCodegen(req *Request, paths outputPaths, read func() error) (out oapiOutput, err error) {
+func runOapiCodegen(req *Request, paths outputPaths, read func() ([]annotation.Operation, error)) (out oapiOutput, err error) {
 	specPath := paths.spec
 	err = oapiCodegen.use(func() error {
 		out, err = generateOapi(req, paths, read)
@@ -90,12 +90,28 @@ func runOapiCodegen(req *Request, paths outputPaths, read func() error) (out oap
 }
 
 // generateOapi is runOapiCodegen's run, within oapiCodegen.use.
-func generateOapi(req *Request, paths outputPaths, read func() error) (oapiOutput, error) {
+func generateOapi(req *Request, paths outputPaths, read func() ([]annotation.Operation, error)) (oapiOutput, error) {
 	cfg, specPath := req.Config, paths.spec
-	load := func() (*openapi3.T, error) { return loadSpec(req, specPath) }
+	// The status resources of async operations are the spec's too, once
+	// the annotations are read.
+	var annotated []annotation.Operation
+	load := func() (*openapi3.T, error) {
+		spec, err := loadSpec(req, specPath)
+		if err == nil && annotated != nil {
+			err = addStatusOperations(spec, annotated)
+		}
+		return spec, err
+	}
 	spec, err := load()
-	if err := read(); err != nil {
-		return oapiOutput{}, err
+	annotated, rerr := read()
+	if rerr != nil {
+		return oapiOutput{}, rerr
+	}
+	if err == nil {
+		err = addStatusOperations(spec, annotated)
+		if err != nil {
+			return oapiOutput{}, err
+		}
 	}
 	if err != nil {
 		if broken := brokenRefs(specPath, req.Spec, req.ref); broken != nil {

@@ -28,12 +28,12 @@ func readSource(req *Request, paths outputPaths) (source, error) {
 			readErr = errorSchemaOf(src.paths.spec, req.Spec, cfg.Errors, req.ref)
 		}
 	}()
-	readDone := func() error {
+	readDone := func() ([]annotation.Operation, error) {
 		<-read
-		return readErr
+		return src.annotated, readErr
 	}
 	oapi, err := runOapiCodegen(req, paths, readDone)
-	if err := readDone(); err != nil {
+	if _, err := readDone(); err != nil {
 		return source{}, err
 	}
 	if err != nil {

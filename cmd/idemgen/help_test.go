@@ -182,7 +182,7 @@ func TestFlagErrors(t *testing.T) {
 		{
 			name:   "misspelled key",
 			config: "spec: openapi.yaml\noutput:\n  dir: gen\nmigrationz:\n  format: goose\n",
-			want: `{config}:4: unknown key "migrationz"; expected one of: spec, output, server, migrations, queries, client, tests, oapi-codegen, errors (did you mean "migrations"?); ` +
+			want: `{config}:4: unknown key "migrationz"; expected one of: spec, output, server, migrations, queries, client, tests, oapi-codegen, errors, jobs (did you mean "migrations"?); ` +
 				"see `idemgen help config`",
 		},
 		{

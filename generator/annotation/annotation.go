@@ -21,8 +21,9 @@
 //	        required: false
 //	        ttl: 7d
 //	        lease: 30s
-//	        mode: phased        # atomic (default) or phased
-//	        recovery-points: [payment_created, charge_created]
+//	        mode: phased        # atomic (default), phased, or async (run on a River worker)
+//	        recovery-points: [payment_created, charge_created]  # phased, or async with phases
+//	        status: /exports/requests/{key}  # async only: the status resource's path
 //	        abandoned: complete # phased only: complete or fail (default: left for a retry)
 //	        complete-after: 30m # with abandoned (default 1h)
 //	        fingerprint:
@@ -71,6 +72,10 @@ const (
 	// ModePhased lets the handler record recovery points, so a retry
 	// after a crash resumes from the last one reached.
 	ModePhased = "phased"
+	// ModeAsync answers 202 Accepted once the key is claimed and runs the
+	// handler later, on a River worker; the client polls the status
+	// resource. It may have recovery points, as a phased handler does.
+	ModeAsync = "async"
 )
 
 // What becomes of an attempt of a phased operation whose lease has passed
@@ -130,9 +135,15 @@ type Operation struct {
 	// Validate is whether requests are checked against the operation's
 	// declared parameters and body before a key is claimed; true unless
 	// validate: false is written.
-	Validate           bool
-	Mode               string   // ModeAtomic or ModePhased
-	RecoveryPoints     []string // as written; see GoName for the Go names
+	Validate       bool
+	Mode           string   // ModeAtomic, ModePhased or ModeAsync
+	ModePos        Position // where mode is written; zero when it is not
+	RecoveryPoints []string // as written; see GoName for the Go names
+	// Status is the path of an async operation's status resource, with
+	// {key} where the key goes, and StatusPos where it is written; ""
+	// for the other modes.
+	Status             string
+	StatusPos          Position
 	FingerprintExclude []Pointer
 	// FingerprintInclude, when set, lists what alone counts in the
 	// fingerprint besides the operation's name: the other parameters and

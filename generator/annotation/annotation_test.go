@@ -117,7 +117,7 @@ paths:
 `),
 			want: []Operation{{
 				Path: "/payments", Method: "POST", Required: false, RequiredAt: atp(5, 19),
-				TTL: 7 * 24 * time.Hour, Lease: 30 * time.Second, Mode: ModePhased,
+				TTL: 7 * 24 * time.Hour, Lease: 30 * time.Second, Mode: ModePhased, ModePos: at(8, 15),
 				RecoveryPoints:     []string{"payment_created", "charge_created"},
 				FingerprintExclude: []Pointer{{"/metadata/trace_id", at(11, 21)}, {"/note", at(11, 41)}},
 				Pos:                at(4, 7),
@@ -146,22 +146,22 @@ paths:
 `),
 			want: []Operation{
 				with(annotated("/a", "POST", at(4, 7)), func(o *Operation) {
-					o.Mode, o.RecoveryPoints = ModePhased, []string{"payment_created", "charge_created"}
+					o.Mode, o.ModePos, o.RecoveryPoints = ModePhased, at(5, 15), []string{"payment_created", "charge_created"}
 					o.Abandoned, o.AbandonedAt, o.CompleteAfter = AbandonedComplete, atp(7, 20), 30*time.Minute
 				}),
 				with(annotated("/b", "DELETE", at(17, 7)), func(o *Operation) {
-					o.Mode, o.RecoveryPoints = ModePhased, []string{"a"}
+					o.Mode, o.ModePos, o.RecoveryPoints = ModePhased, at(17, 28), []string{"a"}
 				}),
 				with(annotated("/b", "PATCH", at(15, 7)), func(o *Operation) {
-					o.Mode, o.RecoveryPoints = ModePhased, []string{"a"}
+					o.Mode, o.ModePos, o.RecoveryPoints = ModePhased, at(15, 28), []string{"a"}
 					o.Abandoned, o.AbandonedAt, o.CompleteAfter = AbandonedFail, atp(15, 92), 36*time.Hour
 				}),
 				with(annotated("/b", "POST", at(11, 7)), func(o *Operation) {
-					o.Mode, o.RecoveryPoints = ModePhased, []string{"a"}
+					o.Mode, o.ModePos, o.RecoveryPoints = ModePhased, at(11, 28), []string{"a"}
 					o.Abandoned, o.AbandonedAt, o.CompleteAfter = AbandonedFail, atp(11, 69), DefaultCompleteAfter
 				}),
 				with(annotated("/b", "PUT", at(13, 7)), func(o *Operation) {
-					o.Mode, o.RecoveryPoints = ModePhased, []string{"a"}
+					o.Mode, o.ModePos, o.RecoveryPoints = ModePhased, at(13, 28), []string{"a"}
 					o.Abandoned, o.AbandonedAt, o.CompleteAfter = AbandonedComplete, atp(13, 69), time.Second
 				}),
 			},
@@ -170,7 +170,7 @@ paths:
 			name: "abandoned in JSON",
 			src:  `{"paths": {"/a": {"post": {"x-idempotent": {"mode": "phased", "recovery-points": ["a"], "abandoned": "complete", "complete-after": "45s"}}}}}`,
 			want: []Operation{with(annotated("/a", "POST", at(1, 28)), func(o *Operation) {
-				o.Mode, o.RecoveryPoints = ModePhased, []string{"a"}
+				o.Mode, o.ModePos, o.RecoveryPoints = ModePhased, at(1, 53), []string{"a"}
 				o.Abandoned, o.AbandonedAt, o.CompleteAfter = AbandonedComplete, atp(1, 102), 45*time.Second
 			})},
 		},
@@ -385,7 +385,7 @@ paths:
 }
 
 func TestReadErrors(t *testing.T) {
-	const anyType = "expected true, false or a mapping with keys required, key, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body, validate"
+	const anyType = "expected true, false or a mapping with keys required, key, ttl, lease, mode, recovery-points, status, abandoned, complete-after, fingerprint, scope, max-body, validate"
 	const durationHint = "expected a Go duration such as 90s, 15m or 24h, or days such as 7d"
 	const badPoint = "is not a valid recovery point; expected a name that starts with a letter and has only letters, digits, _ or -, such as payment_created"
 	runReadCases(t, []readCase{
@@ -425,7 +425,7 @@ paths:
 `),
 			errs: []string{
 				`spec.yaml:2:3: x-idempotency: unknown key "mode"; expected one of ttl, lease, required, key, scope, max-body, validate`,
-				`spec.yaml:7:9: x-idempotent: unknown key "retries"; expected one of required, key, ttl, lease, mode, recovery-points, abandoned, complete-after, fingerprint, scope, max-body, validate`,
+				`spec.yaml:7:9: x-idempotent: unknown key "retries"; expected one of required, key, ttl, lease, mode, recovery-points, status, abandoned, complete-after, fingerprint, scope, max-body, validate`,
 				`spec.yaml:9:11: x-idempotent.fingerprint: unknown key "only"; expected exclude or include`,
 			},
 		},
@@ -454,7 +454,7 @@ paths:
 				`spec.yaml:6:19: x-idempotent.required: "no" is a string; expected true or false`,
 				`spec.yaml:7:14: x-idempotent.ttl: 60 is a number; ` + durationHint,
 				`spec.yaml:8:16: x-idempotent.lease: true is a bool; ` + durationHint,
-				`spec.yaml:9:15: x-idempotent.mode: 1 is a number; expected atomic or phased`,
+				`spec.yaml:9:15: x-idempotent.mode: 1 is a number; expected atomic, phased or async`,
 				`spec.yaml:10:26: x-idempotent.recovery-points: "payment_created" is a string; expected a list of names such as [payment_created, charge_created]`,
 				`spec.yaml:11:22: x-idempotent.fingerprint: the value is a list; expected a mapping with keys exclude, include`,
 				`spec.yaml:16:20: x-idempotent.fingerprint.exclude: "/a" is a string; expected a list of JSON pointers into the body, such as [/metadata/trace_id], or parameter names`,
@@ -662,11 +662,11 @@ paths:
       x-idempotent: {mode: atomic, recovery-points: [a]}
 `),
 			errs: []string{
-				`spec.yaml:4:28: x-idempotent.mode: "fast" is not a mode; expected atomic or phased`,
+				`spec.yaml:4:28: x-idempotent.mode: "fast" is not a mode; expected atomic, phased or async`,
 				`spec.yaml:7:28: x-idempotent.mode: phased needs recovery-points; expected a recovery-points list naming the steps, such as [payment_created, charge_created]`,
 				`spec.yaml:10:53: x-idempotent.recovery-points: the list is empty; expected at least one recovery point when mode is phased`,
-				`spec.yaml:13:39: x-idempotent.recovery-points: only allowed when mode is phased; expected mode: phased beside it, or no recovery-points`,
-				`spec.yaml:16:53: x-idempotent.recovery-points: only allowed when mode is phased; expected mode: phased beside it, or no recovery-points`,
+				`spec.yaml:13:39: x-idempotent.recovery-points: only allowed when mode is phased or async; expected mode: phased beside it, or no recovery-points`,
+				`spec.yaml:16:53: x-idempotent.recovery-points: only allowed when mode is phased or async; expected mode: phased beside it, or no recovery-points`,
 			},
 		},
 		{
@@ -720,7 +720,7 @@ paths:
 				`spec.yaml:27:59: x-idempotent.complete-after: only allowed when mode is phased; expected mode: phased beside it, or no complete-after`,
 				`spec.yaml:29:47: x-idempotent.abandoned: only allowed when mode is phased; expected mode: phased beside it, or no abandoned`,
 				`spec.yaml:31:38: x-idempotent.complete-after: only allowed when mode is phased; expected mode: phased beside it, or no complete-after`,
-				`spec.yaml:33:28: x-idempotent.mode: "fast" is not a mode; expected atomic or phased`,
+				`spec.yaml:33:28: x-idempotent.mode: "fast" is not a mode; expected atomic, phased or async`,
 			},
 		},
 		{
@@ -832,7 +832,7 @@ paths:
       x-idempotent: *std
 `),
 			errs: []string{
-				`spec.yaml:4:33: x-idempotent.mode: "fast" is not a mode; expected atomic or phased`,
+				`spec.yaml:4:33: x-idempotent.mode: "fast" is not a mode; expected atomic, phased or async`,
 			},
 		},
 		{
@@ -845,7 +845,7 @@ paths:
       x-idempotent: {mode: fast}
 `),
 			errs: []string{
-				`spec.yaml:5:28: x-idempotent.mode: "fast" is not a mode; expected atomic or phased`,
+				`spec.yaml:5:28: x-idempotent.mode: "fast" is not a mode; expected atomic, phased or async`,
 			},
 		},
 		{
@@ -1108,6 +1108,85 @@ paths:
 				`spec.yaml:9:19: x-idempotent.max-body: "0" is not positive; expected bytes such as 1048576, or a size such as 512KiB, 1MiB or 1GiB`,
 				`spec.yaml:13:19: x-idempotent.max-body: "2GiB" is over 1GiB, which the protocol would buffer whole; expected at most 1GiB`,
 				`spec.yaml:17:19: x-idempotent.max-body: the value is a list; expected bytes such as 1048576, or a size such as 512KiB, 1MiB or 1GiB`,
+			},
+		},
+	})
+}
+
+// mode: async takes a status path and, for a handler in phases, recovery
+// points; each rule it brings names the value to fix.
+func TestReadAsync(t *testing.T) {
+	runReadCases(t, []readCase{
+		{
+			name: "atomic and phased handlers",
+			src: spec(`
+paths:
+  /exports:
+    post:
+      x-idempotent:
+        mode: async
+        status: /exports/requests/{key}
+  /refunds:
+    post:
+      x-idempotent: {mode: async, status: "/v1/refunds/{key}/status", recovery-points: [provider_called]}
+`),
+			want: []Operation{
+				with(annotated("/exports", "POST", at(4, 7)), func(o *Operation) {
+					o.Mode, o.ModePos, o.Status, o.StatusPos = ModeAsync, at(5, 15), "/exports/requests/{key}", at(6, 17)
+				}),
+				with(annotated("/refunds", "POST", at(9, 7)), func(o *Operation) {
+					o.Mode, o.ModePos, o.Status, o.StatusPos = ModeAsync, at(9, 28), "/v1/refunds/{key}/status", at(9, 43)
+					o.RecoveryPoints = []string{"provider_called"}
+				}),
+			},
+		},
+		{
+			name: "what async needs and what only it takes",
+			src: spec(`
+paths:
+  /a:
+    post:
+      x-idempotent: {mode: async}
+    put:
+      x-idempotent: {mode: phased, recovery-points: [a], status: "/a/{key}"}
+    patch:
+      x-idempotent: {mode: async, status: "/a/{key}", required: false}
+    delete:
+      x-idempotent: {mode: async, status: "/a/{key}", abandoned: complete}
+`),
+			errs: []string{
+				`spec.yaml:4:28: x-idempotent.mode: async needs status, the path of the resource a client polls for the request's result; expected status beside it, such as /exports/requests/{key}`,
+				`spec.yaml:6:66: x-idempotent.status: only allowed when mode is async; expected mode: async beside it, or no status`,
+				`spec.yaml:8:65: x-idempotent: mode: async with an optional key; expected required: true, as an async request is found again only by its key`,
+				`spec.yaml:10:66: x-idempotent.abandoned: only allowed when mode is phased; expected mode: phased beside it, or no abandoned`,
+			},
+		},
+		{
+			name: "status paths",
+			src: spec(`
+paths:
+  /a:
+    post:
+      x-idempotent: {mode: async, status: "exports/{key}"}
+    put:
+      x-idempotent: {mode: async, status: "/exports/requests"}
+    patch:
+      x-idempotent: {mode: async, status: "/exports/{id}/{key}"}
+    delete:
+      x-idempotent: {mode: async, status: "/exports/key-{key}"}
+  /b:
+    post:
+      x-idempotent: {mode: async, status: "/exports//{key}"}
+    put:
+      x-idempotent: {mode: async, status: 7}
+`),
+			errs: []string{
+				`spec.yaml:4:43: x-idempotent.status: "exports/{key}" is not a status path; expected a path with {key} as one of its segments, such as /exports/requests/{key}`,
+				`spec.yaml:6:43: x-idempotent.status: "/exports/requests" is not a status path; expected a path with {key} as one of its segments, such as /exports/requests/{key}`,
+				`spec.yaml:8:43: x-idempotent.status: "/exports/{id}/{key}" is not a status path; expected a path with {key} as one of its segments, such as /exports/requests/{key}`,
+				`spec.yaml:10:43: x-idempotent.status: "/exports/key-{key}" is not a status path; expected a path with {key} as one of its segments, such as /exports/requests/{key}`,
+				`spec.yaml:13:43: x-idempotent.status: "/exports//{key}" is not a status path; expected a path with {key} as one of its segments, such as /exports/requests/{key}`,
+				`spec.yaml:15:43: x-idempotent.status: 7 is a number; expected a path with {key} as one of its segments, such as /exports/requests/{key}`,
 			},
 		},
 	})

@@ -260,8 +260,13 @@ func (r *reader) build(path, method, id string, key *yaml.Node, s settings, defs
 	}
 	if s.mode != "" {
 		op.Mode = s.mode
+		op.ModePos = r.pos(s.modeNode)
 	}
 	r.checkRecoveryPoints(s)
+	r.checkAsync(s, op.Required, op.RequiredAt)
+	if s.status != "" {
+		op.Status, op.StatusPos = s.status, r.pos(s.statusNode)
+	}
 	r.checkAbandoned(s)
 	if s.abandoned != "" {
 		op.Abandoned = s.abandoned

@@ -19,7 +19,7 @@ var accepted = map[string][]string{
 	"x-idempotency":            {"ttl", "lease", "required", "key", "scope", "max-body", "validate"},
 	"x-idempotency.key":        {"header", "query", "body"},
 	"x-idempotency.scope":      {"header", "function"},
-	"x-idempotent":             {"required", "key", "ttl", "lease", "mode", "recovery-points", "abandoned", "complete-after", "fingerprint", "scope", "max-body", "validate"},
+	"x-idempotent":             {"required", "key", "ttl", "lease", "mode", "recovery-points", "status", "abandoned", "complete-after", "fingerprint", "scope", "max-body", "validate"},
 	"x-idempotent.key":         {"header", "query", "body"},
 	"x-idempotent.fingerprint": {"exclude", "include"},
 	"x-idempotent.scope":       {"header", "function"},

@@ -2,17 +2,18 @@ package annotation
 
 import (
 	"fmt"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
 
 func (r *reader) mode(v *yaml.Node) string {
-	const expected = "expected atomic or phased"
+	const expected = "expected atomic, phased or async"
 	if !isString(v) {
 		r.errorf(v, "x-idempotent.mode: %s; %s", describe(v), expected)
 		return ""
 	}
-	if v.Value != ModeAtomic && v.Value != ModePhased {
+	if v.Value != ModeAtomic && v.Value != ModePhased && v.Value != ModeAsync {
 		r.errorf(v, "x-idempotent.mode: %s is not a mode; %s", quote(v.Value), expected)
 		return ""
 	}
@@ -20,7 +21,8 @@ func (r *reader) mode(v *yaml.Node) string {
 }
 
 // checkRecoveryPoints enforces that recovery points come with the phased
-// mode and only with it: an atomic handler has no phases to resume.
+// mode, and may come with the async one, whose handler may run in
+// phases: an atomic handler has no phases to resume.
 func (r *reader) checkRecoveryPoints(s settings) {
 	const field = "x-idempotent.recovery-points"
 	phased := s.mode == ModePhased
@@ -29,11 +31,66 @@ func (r *reader) checkRecoveryPoints(s settings) {
 		// an invalid mode, already reported: which rule applies is unknown
 	case phased && s.pointsNode == nil:
 		r.errorf(s.modeNode, "x-idempotent.mode: phased needs recovery-points; expected a recovery-points list naming the steps, such as [payment_created, charge_created]")
-	case phased && s.pointsNode.Kind == yaml.SequenceNode && len(s.pointsNode.Content) == 0:
-		r.errorf(s.pointsNode, "%s: the list is empty; expected at least one recovery point when mode is phased", field)
-	case !phased && s.pointsNode != nil:
-		r.errorf(s.pointsNode, "%s: only allowed when mode is phased; expected mode: phased beside it, or no recovery-points", field)
+	case (phased || s.mode == ModeAsync) && s.pointsNode != nil && s.pointsNode.Kind == yaml.SequenceNode && len(s.pointsNode.Content) == 0:
+		r.errorf(s.pointsNode, "%s: the list is empty; expected at least one recovery point when mode is %s", field, s.mode)
+	case !phased && s.mode != ModeAsync && s.pointsNode != nil:
+		r.errorf(s.pointsNode, "%s: only allowed when mode is phased or async; expected mode: phased beside it, or no recovery-points", field)
 	}
+}
+
+// checkAsync enforces that an async operation has a status resource and
+// a required key, and that status comes with the async mode only.
+func (r *reader) checkAsync(s settings, required bool, requiredAt *Position) {
+	switch {
+	case s.modeNode != nil && s.mode == "":
+		// an invalid mode, already reported
+	case s.mode == ModeAsync && s.statusNode == nil:
+		r.errorf(s.modeNode, "x-idempotent.mode: async needs status, the path of the resource a client polls for the request's result; expected status beside it, such as /exports/requests/{key}")
+	case s.mode != ModeAsync && s.statusNode != nil:
+		r.errorf(s.statusNode, "x-idempotent.status: only allowed when mode is async; expected mode: async beside it, or no status")
+	case s.mode == ModeAsync && !required:
+		at := s.modeNode
+		if s.requiredAt != nil {
+			at = s.requiredAt
+		}
+		where := ""
+		if s.requiredAt == nil && requiredAt != nil {
+			where = fmt.Sprintf(" (x-idempotency.required at line %d)", requiredAt.Line)
+		}
+		r.errorf(at, "x-idempotent: mode: async with an optional key%s; expected required: true, as an async request is found again only by its key", where)
+	}
+}
+
+// statusPath reads an async operation's status: an absolute path with
+// {key} as one whole segment and no other template parameter, since the
+// key alone, in the request's scope, names the request.
+func (r *reader) statusPath(v *yaml.Node) string {
+	const (
+		field    = "x-idempotent.status"
+		expected = "expected a path with {key} as one of its segments, such as /exports/requests/{key}"
+	)
+	if !isString(v) {
+		r.errorf(v, "%s: %s; %s", field, describe(v), expected)
+		return ""
+	}
+	p := v.Value
+	keys := 0
+	for _, seg := range strings.Split(p, "/")[1:] {
+		switch {
+		case seg == "{key}":
+			keys++
+		case seg == "" || strings.ContainsAny(seg, "{}?#"):
+			keys = -1
+		}
+		if keys < 0 {
+			break
+		}
+	}
+	if !strings.HasPrefix(p, "/") || keys != 1 {
+		r.errorf(v, "%s: %s is not a status path; %s", field, quote(p), expected)
+		return ""
+	}
+	return p
 }
 
 func (r *reader) abandoned(v *yaml.Node) string {

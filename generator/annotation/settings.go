@@ -60,6 +60,8 @@ type settings struct {
 	modeNode   *yaml.Node // the mode value, even when invalid
 	points     []string
 	pointsNode *yaml.Node // the recovery-points value, even when invalid
+	status     string     // "" when absent or invalid
+	statusNode *yaml.Node // the status value, even when invalid
 	exclude    []Pointer
 	include    []Pointer
 	scope      *Scope
@@ -167,6 +169,9 @@ func (r *reader) settings(m *yaml.Node) settings {
 		case "recovery-points":
 			s.pointsNode = f.value
 			s.points = r.recoveryPoints(f.value)
+		case "status":
+			s.statusNode = f.value
+			s.status = r.statusPath(f.value)
 		case "abandoned":
 			s.abandonedNode = f.value
 			s.abandoned = r.abandoned(f.value)
