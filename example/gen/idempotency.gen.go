@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemriver"
 	"github.com/idemgen/idemgen/idem/idemvalidate"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 )
 
 // IdempotentServer is StrictServerInterface with the Idempotency-Key
@@ -24,9 +27,16 @@ import (
 // An operation annotated with mode: phased has a table of phase methods
 // instead, embedded below: each phase commits its writes with the next
 // recovery point, and an error undoes only the phase that returned it.
+//
+// An operation annotated with mode: async answers 202 Accepted once its
+// key is claimed; its method runs later, on a River worker (see
+// AddIdempotentWorkers), with the request as it was accepted, and its
+// status resource is served for you.
 type IdempotentServer[T any] interface {
 	// CreateOrderBaseline serves POST /baseline/orders.
 	CreateOrderBaseline(ctx context.Context, request CreateOrderBaselineRequestObject) (CreateOrderBaselineResponseObject, error)
+	// CreateExport serves POST /exports: idempotent, async (status at /exports/requests/{key}), key required, responses kept 7d, keys scoped by header X-Account-Id.
+	CreateExport(ctx context.Context, at *idem.Attempt[T], request CreateExportRequestObject) (CreateExportResponseObject, error)
 	// ListOrders serves GET /orders.
 	ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error)
 	// CreateOrder serves POST /orders: idempotent, key required, responses kept 24h, keys scoped by header X-Account-Id.
@@ -104,6 +114,11 @@ type IdempotentHandlerOptions struct {
 	// decode and before Middlewares, wherever the routes are mounted (under
 	// a prefix, a group or a mount point).
 	MaxBodyBytes int64
+	// River inserts the jobs of async operations, in the transaction of
+	// each request's claim: give it the River client your workers run on
+	// (see AddIdempotentWorkers), or leave it nil for an insert-only
+	// client of River's defaults.
+	River *river.Client[pgx.Tx]
 }
 
 // NewIdempotentHandler returns an http.Handler that serves impl, with the
@@ -113,7 +128,7 @@ type IdempotentHandlerOptions struct {
 func NewIdempotentHandler[T any](impl IdempotentServer[T], store idem.Store[T], opts IdempotentHandlerOptions) http.Handler {
 	errs := idem.ErrorHandlers{Logger: opts.Logger, Problems: opts.Problems}
 	middlewares := append([]StrictMiddlewareFunc{withIdempotencyRequest}, opts.StrictMiddlewares...)
-	strict := NewStrictHandlerWithOptions(NewIdempotentStrictServer(impl, store, opts.Options), middlewares, StrictHTTPServerOptions{
+	strict := NewStrictHandlerWithOptions(newJobsStrictServer(impl, store, opts.Options, opts.River), middlewares, StrictHTTPServerOptions{
 		RequestErrorHandlerFunc:  errs.RequestError,
 		ResponseErrorHandlerFunc: errs.ResponseError,
 	})
@@ -180,6 +195,12 @@ type bodyGate struct {
 // idempotentRoutes are the annotated operations' routes as oapi-codegen
 // registers them on the std-http router, after the BaseURL.
 var idempotentRoutes = map[string]bodyGate{
+	"POST /exports": {fallback: idem.DefaultMaxJSONBodyBytes, gate: idem.Gate{
+		Operation:   "createExport",
+		ScopeHeader: "X-Account-Id",
+		Accept:      []string{"application/json"},
+		JSON:        []string{"application/json"},
+	}},
 	"POST /orders": {fallback: idem.DefaultMaxJSONBodyBytes, gate: idem.Gate{
 		Operation:   "createOrder",
 		ScopeHeader: "X-Account-Id",
@@ -258,6 +279,20 @@ func (g *routeGates) of(method, path string) func(http.ResponseWriter, *http.Req
 const requestSchemas = `{
   "components": {
     "schemas": {
+      "NewExport": {
+        "properties": {
+          "format": {
+            "enum": [
+              "csv"
+            ],
+            "type": "string"
+          }
+        },
+        "required": [
+          "format"
+        ],
+        "type": "object"
+      },
       "NewOrder": {
         "properties": {
           "amount_cents": {
@@ -388,6 +423,32 @@ const requestSchemas = `{
   },
   "openapi": "3.0.3",
   "paths": {
+    "/exports": {
+      "post": {
+        "operationId": "createExport",
+        "parameters": [
+          {
+            "in": "header",
+            "name": "X-Account-Id",
+            "required": true,
+            "schema": {
+              "type": "string"
+            }
+          }
+        ],
+        "requestBody": {
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/NewExport"
+              }
+            }
+          },
+          "required": true
+        },
+        "responses": {}
+      }
+    },
     "/orders": {
       "post": {
         "operationId": "createOrder",
@@ -528,9 +589,18 @@ func (g *routeGates) check() {
 // checked and requests validated against the spec only by what you
 // mount it with.
 func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store[T], opts idem.Options) StrictServerInterface {
-	return &idempotentServer[T]{
+	s := &idempotentServer[T]{
 		impl:   impl,
 		engine: idem.NewEngine(store, opts),
+		createExportOp: idem.Operation{
+			Name:        "createExport",
+			TTL:         168 * time.Hour,
+			Lease:       time.Minute,
+			Async:       true,
+			Path:        "/exports",
+			StatusPath:  "/exports/requests/{key}",
+			ScopeHeader: "X-Account-Id",
+		},
 		createOrderOp: idem.Operation{
 			Name:        "createOrder",
 			TTL:         24 * time.Hour,
@@ -560,7 +630,49 @@ func NewIdempotentStrictServer[T any](impl IdempotentServer[T], store idem.Store
 			Lease:   time.Minute,
 		},
 	}
+	s.useJobs(nil)
+	return s
 }
+
+// useJobs sets the River client that inserts the jobs of the async
+// operations, in the transaction of each request's claim; nil inserts
+// them with an insert-only client of River's defaults.
+func (s *idempotentServer[T]) useJobs(client *river.Client[pgx.Tx]) {
+	if client == nil {
+		var err error
+		if client, err = idemriver.NewInsertClient(); err != nil {
+			panic(err) // River's defaults always make a client
+		}
+	}
+	s.enqueueCreateExport = idemriver.Enqueue[T](client, func(a idem.Accepted) CreateExportJob { return CreateExportJob{idemriver.ArgsOf(a)} })
+}
+
+// newJobsStrictServer is NewIdempotentStrictServer with the River client
+// of the handler's options.
+func newJobsStrictServer[T any](impl IdempotentServer[T], store idem.Store[T], opts idem.Options, client *river.Client[pgx.Tx]) StrictServerInterface {
+	s := NewIdempotentStrictServer(impl, store, opts).(*idempotentServer[T])
+	s.useJobs(client)
+	return s
+}
+
+// AddIdempotentWorkers adds to workers a River worker for each async
+// operation, which runs its accepted requests with impl's methods, under
+// each key's lease: give the River client that works the queues these
+// workers, and the handler the same store and options. A request runs
+// once however many workers meet it; a run that fails is retried by
+// River, and one whose attempts all fail stores the async-request-failed
+// problem, which its status and every retry of its key then answer.
+func AddIdempotentWorkers[T any](workers *river.Workers, impl IdempotentServer[T], store idem.Store[T], opts idem.Options) {
+	s := NewIdempotentStrictServer(impl, store, opts).(*idempotentServer[T])
+	river.AddWorker(workers, idemriver.NewWorker[T, CreateExportJob](s.engine, &s.createExportOp, s.acceptedCreateExport, opts.Logger))
+}
+
+// CreateExportJob is the River job of an accepted createExport request: its
+// key, whose row keeps the request.
+type CreateExportJob struct{ idemriver.Args }
+
+// Kind is the job's kind in River.
+func (CreateExportJob) Kind() string { return "idem.createExport" }
 
 // NewIdempotentCompleter returns the completer of the operations annotated
 // with abandoned: it drives the attempts their clients abandoned to the
@@ -592,6 +704,8 @@ func NewIdempotentCompleter[T any](impl IdempotentServer[T], store idem.Store[T]
 type idempotentServer[T any] struct {
 	impl                  IdempotentServer[T]
 	engine                *idem.Engine[T]
+	createExportOp        idem.Operation
+	enqueueCreateExport   idem.Enqueue[T]
 	createOrderOp         idem.Operation
 	importOrdersOp        idem.Operation
 	createPaymentOp       idem.Operation
@@ -600,6 +714,61 @@ type idempotentServer[T any] struct {
 
 func (s *idempotentServer[T]) CreateOrderBaseline(ctx context.Context, request CreateOrderBaselineRequestObject) (CreateOrderBaselineResponseObject, error) {
 	return s.impl.CreateOrderBaseline(ctx, request)
+}
+
+func (s *idempotentServer[T]) CreateExport(ctx context.Context, request CreateExportRequestObject) (CreateExportResponseObject, error) {
+	if err := idem.EndBody(ctx); err != nil { // decoded already
+		return nil, err
+	}
+	fingerprint, err := createExportFingerprint(ctx, request)
+	if err != nil {
+		return nil, err
+	}
+	// The request is stored with its key, for the worker that runs it.
+	resp, err := s.engine.ServeAsync(ctx, &s.createExportOp, fingerprint, request, s.enqueueCreateExport)
+	if err != nil {
+		return nil, err
+	}
+	return createExportAnswer{resp}, nil
+}
+
+// acceptedCreateExport is how a worker runs an accepted createExport
+// request: from the request stored with its key.
+func (s *idempotentServer[T]) acceptedCreateExport(_ context.Context, raw []byte) (idem.PhaseFunc[T], error) {
+	var request CreateExportRequestObject
+	if err := json.Unmarshal(raw, &request); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, at *idem.Attempt[T]) (string, idem.Writer, error) {
+		r, err := s.impl.CreateExport(ctx, at, request)
+		if r == nil {
+			return "", nil, err
+		}
+		return "", r.VisitCreateExportResponse, err
+	}, nil
+}
+
+// createExportAnswer answers CreateExport with what the protocol produced:
+// the handler's response as stored, a replay, or a problem.
+type createExportAnswer struct{ *idem.Response }
+
+func (a createExportAnswer) VisitCreateExportResponse(w http.ResponseWriter) error { return a.Write(w) }
+
+// CreateExportStatus serves the status resource of an async operation's
+// requests, in the request's scope.
+func (s *idempotentServer[T]) CreateExportStatus(ctx context.Context, request CreateExportStatusRequestObject) (CreateExportStatusResponseObject, error) {
+	resp, err := s.engine.Status(ctx, &s.createExportOp, request.Key)
+	if err != nil {
+		return nil, err
+	}
+	return createExportStatusAnswer{resp}, nil
+}
+
+// createExportStatusAnswer answers CreateExportStatus with what the engine read.
+type createExportStatusAnswer struct{ *idem.Response }
+
+func (a createExportStatusAnswer) VisitCreateExportStatusResponse(w http.ResponseWriter) error {
+	return a.Write(w)
 }
 
 func (s *idempotentServer[T]) ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error) {
@@ -738,6 +907,37 @@ type receivePaymentEventAnswer struct{ *idem.Response }
 
 func (a receivePaymentEventAnswer) VisitReceivePaymentEventResponse(w http.ResponseWriter) error {
 	return a.Write(w)
+}
+
+// createExportFingerprint is the fingerprint of a request to createExport:
+// its canonical form (see idem.Fingerprint), written field by field
+// from the typed request.
+func createExportFingerprint(ctx context.Context, request CreateExportRequestObject) ([]byte, error) {
+	w := idem.NewCanonicalWriter()
+	w.BeginObject()
+	w.Key("body")
+	if request.Body == nil {
+		w.Null()
+	} else {
+		canonicalNewExport(w, request.Body)
+	}
+	w.Key("header")
+	w.BeginObject()
+	w.Key("X-Account-Id")
+	w.String(request.Params.XAccountId)
+	w.EndObject()
+	w.Key("operation")
+	w.String("createExport")
+	w.EndObject()
+	return w.Sum()
+}
+
+// canonicalNewExport writes *v in canonical form.
+func canonicalNewExport(w *idem.CanonicalWriter, v *NewExport) {
+	w.BeginObject()
+	w.Key("format")
+	w.String(string(v.Format))
+	w.EndObject()
 }
 
 // createOrderFingerprint is the fingerprint of a request to createOrder:
@@ -937,6 +1137,10 @@ func receivePaymentEventKey(request ReceivePaymentEventRequestObject) []idem.Key
 // sent (form, multipart) or by a digest of the shape of the Go type it is
 // read into, followed by its members (? when left out when empty).
 //
+// operation createExport POST /exports
+//	scope header X-Account-Id
+//	param header X-Account-Id string
+//	body application/json #cb79f965101d9cd3 format
 // operation createOrder POST /orders
 //	scope header X-Account-Id
 //	param header X-Account-Id string

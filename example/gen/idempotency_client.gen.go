@@ -30,6 +30,15 @@ func NewIdempotentClient(c ClientInterface, opts idemclient.Options) *Idempotent
 	return &IdempotentClient{ClientInterface: c, Options: opts}
 }
 
+// CreateExport sends POST /exports as one logical call, retried with one
+// Idempotency-Key.
+func (c *IdempotentClient) CreateExport(ctx context.Context, params *CreateExportParams, body CreateExportJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, idemclient.Call, error) {
+	return idemclient.Do(ctx, c.Options, func(ctx context.Context, key string) (*http.Response, error) {
+		editors := append(reqEditors[:len(reqEditors):len(reqEditors)], idemclient.WithKey(key))
+		return c.ClientInterface.CreateExport(ctx, params, body, editors...)
+	})
+}
+
 // CreateOrder sends POST /orders as one logical call, retried with one
 // Idempotency-Key.
 func (c *IdempotentClient) CreateOrder(ctx context.Context, params *CreateOrderParams, body CreateOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, idemclient.Call, error) {

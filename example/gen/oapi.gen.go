@@ -20,11 +20,91 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for IdempotencyAsyncStatusStatus.
+const (
+	Failed    IdempotencyAsyncStatusStatus = "failed"
+	Pending   IdempotencyAsyncStatusStatus = "pending"
+	Running   IdempotencyAsyncStatusStatus = "running"
+	Succeeded IdempotencyAsyncStatusStatus = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the IdempotencyAsyncStatusStatus enum.
+func (e IdempotencyAsyncStatusStatus) Valid() bool {
+	switch e {
+	case Failed:
+		return true
+	case Pending:
+		return true
+	case Running:
+		return true
+	case Succeeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NewExportFormat.
+const (
+	Csv NewExportFormat = "csv"
+)
+
+// Valid indicates whether the value is a known member of the NewExportFormat enum.
+func (e NewExportFormat) Valid() bool {
+	switch e {
+	case Csv:
+		return true
+	default:
+		return false
+	}
+}
+
+// Export defines model for Export.
+type Export struct {
+	// Csv The file, with a header line.
+	Csv string `json:"csv"`
+	Id  string `json:"id"`
+
+	// Rows How many orders the file lists.
+	Rows int `json:"rows"`
+}
+
+// IdempotencyAsyncStatus The state of a request that was accepted (202) and runs on a worker. Once it is done, response holds its stored response: the answer a retry of the request with its key replays.
+type IdempotencyAsyncStatus struct {
+	// RecoveryPoint The last step a handler in phases committed, while it runs.
+	RecoveryPoint *string `json:"recovery_point,omitempty"`
+
+	// Response The stored response, once the request is done.
+	Response *struct {
+		// Body Its body: the JSON value itself for a JSON response, else the body as a string.
+		Body        interface{} `json:"body,omitempty"`
+		ContentType *string     `json:"content_type,omitempty"`
+
+		// Status Its HTTP status.
+		Status int `json:"status"`
+	} `json:"response,omitempty"`
+
+	// Status pending: waiting for a worker; running: a worker runs it; succeeded or failed: done, with a response below 400 or of 400 or more.
+	Status IdempotencyAsyncStatusStatus `json:"status"`
+}
+
+// IdempotencyAsyncStatusStatus pending: waiting for a worker; running: a worker runs it; succeeded or failed: done, with a response below 400 or of 400 or more.
+type IdempotencyAsyncStatusStatus string
+
 // Import defines model for Import.
 type Import struct {
 	Orders   []Order `json:"orders"`
 	PoNumber string  `json:"po_number"`
 }
+
+// NewExport defines model for NewExport.
+type NewExport struct {
+	// Format The file's format; CSV for now.
+	Format NewExportFormat `json:"format"`
+}
+
+// NewExportFormat The file's format; CSV for now.
+type NewExportFormat string
 
 // NewOrder defines model for NewOrder.
 type NewOrder struct {
@@ -128,6 +208,18 @@ type CreateOrderBaselineParams struct {
 	XAccountId AccountId `json:"X-Account-Id"`
 }
 
+// CreateExportParams defines parameters for CreateExport.
+type CreateExportParams struct {
+	// XAccountId The caller's account; idempotency keys are scoped to it.
+	XAccountId AccountId `json:"X-Account-Id"`
+}
+
+// CreateExportStatusParams defines parameters for CreateExportStatus.
+type CreateExportStatusParams struct {
+	// XAccountId The caller's account; idempotency keys are scoped to it.
+	XAccountId AccountId `json:"X-Account-Id"`
+}
+
 // ListOrdersParams defines parameters for ListOrders.
 type ListOrdersParams struct {
 	CustomerId string `form:"customer_id" json:"customer_id"`
@@ -174,6 +266,9 @@ type ReceivePaymentEventParams struct {
 
 // CreateOrderBaselineJSONRequestBody defines body for CreateOrderBaseline for application/json ContentType.
 type CreateOrderBaselineJSONRequestBody = NewOrder
+
+// CreateExportJSONRequestBody defines body for CreateExport for application/json ContentType.
+type CreateExportJSONRequestBody = NewExport
 
 // CreateOrderJSONRequestBody defines body for CreateOrder for application/json ContentType.
 type CreateOrderJSONRequestBody = NewOrder
@@ -280,6 +375,43 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /baseline/orders (the `CreateOrderBaseline` operationId).
 	CreateOrderBaseline(ctx context.Context, params *CreateOrderBaselineParams, body CreateOrderBaselineJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateExportWithBody Export the account's orders as CSV
+	//
+	// Builds a CSV of the account's orders, which can take a while on a
+	// large account, so the request is answered 202 Accepted at once and
+	// runs on a worker (River, beside the server). Poll the status
+	// resource the 202's Location names, with the same X-Account-Id,
+	// until its status is succeeded or failed; it then holds the export.
+	// A retry with the same Idempotency-Key gets the 202 again while the
+	// export runs, and the export itself once it is done.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /exports (the `CreateExport` operationId).
+	CreateExportWithBody(ctx context.Context, params *CreateExportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateExport Export the account's orders as CSV
+	//
+	// Builds a CSV of the account's orders, which can take a while on a
+	// large account, so the request is answered 202 Accepted at once and
+	// runs on a worker (River, beside the server). Poll the status
+	// resource the 202's Location names, with the same X-Account-Id,
+	// until its status is succeeded or failed; it then holds the export.
+	// A retry with the same Idempotency-Key gets the 202 again while the
+	// export runs, and the export itself once it is done.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /exports (the `CreateExport` operationId).
+	CreateExport(ctx context.Context, params *CreateExportParams, body CreateExportJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateExportStatus The status of an accepted createExport request
+	//
+	// Where a createExport request accepted with 202 reports how it is doing, by its key, in the request's scope: its state while it is pending or running (with Retry-After), and its stored response once it is done.
+	//
+	// Corresponds with GET /exports/requests/{key} (the `CreateExportStatus` operationId).
+	CreateExportStatus(ctx context.Context, key string, params *CreateExportStatusParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListOrders List the account's orders of a customer
 	//
@@ -424,6 +556,73 @@ func (c *Client) CreateOrderBaselineWithBody(ctx context.Context, params *Create
 // Corresponds with POST /baseline/orders (the `CreateOrderBaseline` operationId).
 func (c *Client) CreateOrderBaseline(ctx context.Context, params *CreateOrderBaselineParams, body CreateOrderBaselineJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateOrderBaselineRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateExportWithBody Export the account's orders as CSV
+//
+// Builds a CSV of the account's orders, which can take a while on a
+// large account, so the request is answered 202 Accepted at once and
+// runs on a worker (River, beside the server). Poll the status
+// resource the 202's Location names, with the same X-Account-Id,
+// until its status is succeeded or failed; it then holds the export.
+// A retry with the same Idempotency-Key gets the 202 again while the
+// export runs, and the export itself once it is done.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /exports (the `CreateExport` operationId).
+func (c *Client) CreateExportWithBody(ctx context.Context, params *CreateExportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateExportRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateExport Export the account's orders as CSV
+//
+// Builds a CSV of the account's orders, which can take a while on a
+// large account, so the request is answered 202 Accepted at once and
+// runs on a worker (River, beside the server). Poll the status
+// resource the 202's Location names, with the same X-Account-Id,
+// until its status is succeeded or failed; it then holds the export.
+// A retry with the same Idempotency-Key gets the 202 again while the
+// export runs, and the export itself once it is done.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /exports (the `CreateExport` operationId).
+func (c *Client) CreateExport(ctx context.Context, params *CreateExportParams, body CreateExportJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateExportRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateExportStatus The status of an accepted createExport request
+//
+// Where a createExport request accepted with 202 reports how it is doing, by its key, in the request's scope: its state while it is pending or running (with Retry-After), and its stored response once it is done.
+//
+// Corresponds with GET /exports/requests/{key} (the `CreateExportStatus` operationId).
+func (c *Client) CreateExportStatus(ctx context.Context, key string, params *CreateExportStatusParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateExportStatusRequest(c.Server, key, params)
 	if err != nil {
 		return nil, err
 	}
@@ -682,6 +881,106 @@ func NewCreateOrderBaselineRequestWithBody(server string, params *CreateOrderBas
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Account-Id", params.XAccountId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("X-Account-Id", headerParam0)
+
+	}
+
+	return req, nil
+}
+
+// NewCreateExportRequest calls the generic CreateExport builder with application/json body
+func NewCreateExportRequest(server string, params *CreateExportParams, body CreateExportJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateExportRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewCreateExportRequestWithBody constructs an http.Request for the CreateExport method, with any body, and a specified content type
+func NewCreateExportRequestWithBody(server string, params *CreateExportParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/exports")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Account-Id", params.XAccountId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("X-Account-Id", headerParam0)
+
+	}
+
+	return req, nil
+}
+
+// NewCreateExportStatusRequest constructs an http.Request for the CreateExportStatus method
+func NewCreateExportStatusRequest(server string, key string, params *CreateExportStatusParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "key", key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/exports/requests/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	if params != nil {
 
@@ -1107,6 +1406,45 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /baseline/orders (the `CreateOrderBaseline` operationId).
 	CreateOrderBaselineWithResponse(ctx context.Context, params *CreateOrderBaselineParams, body CreateOrderBaselineJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateOrderBaselineResponse, error)
 
+	// CreateExportWithBodyWithResponse Export the account's orders as CSV
+	//
+	// Builds a CSV of the account's orders, which can take a while on a
+	// large account, so the request is answered 202 Accepted at once and
+	// runs on a worker (River, beside the server). Poll the status
+	// resource the 202's Location names, with the same X-Account-Id,
+	// until its status is succeeded or failed; it then holds the export.
+	// A retry with the same Idempotency-Key gets the 202 again while the
+	// export runs, and the export itself once it is done.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /exports (the `CreateExport` operationId).
+	CreateExportWithBodyWithResponse(ctx context.Context, params *CreateExportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateExportResponse, error)
+
+	// CreateExportWithResponse Export the account's orders as CSV
+	//
+	// Builds a CSV of the account's orders, which can take a while on a
+	// large account, so the request is answered 202 Accepted at once and
+	// runs on a worker (River, beside the server). Poll the status
+	// resource the 202's Location names, with the same X-Account-Id,
+	// until its status is succeeded or failed; it then holds the export.
+	// A retry with the same Idempotency-Key gets the 202 again while the
+	// export runs, and the export itself once it is done.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /exports (the `CreateExport` operationId).
+	CreateExportWithResponse(ctx context.Context, params *CreateExportParams, body CreateExportJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateExportResponse, error)
+
+	// CreateExportStatusWithResponse The status of an accepted createExport request
+	//
+	// Where a createExport request accepted with 202 reports how it is doing, by its key, in the request's scope: its state while it is pending or running (with Retry-After), and its stored response once it is done.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /exports/requests/{key} (the `CreateExportStatus` operationId).
+	CreateExportStatusWithResponse(ctx context.Context, key string, params *CreateExportStatusParams, reqEditors ...RequestEditorFn) (*CreateExportStatusResponse, error)
+
 	// ListOrdersWithResponse List the account's orders of a customer
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -1287,6 +1625,102 @@ func (r CreateOrderBaselineResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateOrderBaselineResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateExportResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Export
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateExportResponse) GetJSON201() *Export {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateExportResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateExportResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateExportResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateExportResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateExportResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateExportResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateExportStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *IdempotencyAsyncStatus
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateExportStatusResponse) GetJSON200() *IdempotencyAsyncStatus {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateExportStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateExportStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateExportStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateExportStatusResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -1704,6 +2138,63 @@ func (c *ClientWithResponses) CreateOrderBaselineWithResponse(ctx context.Contex
 	return ParseCreateOrderBaselineResponse(rsp)
 }
 
+// CreateExportWithBodyWithResponse Export the account's orders as CSV
+//
+// Builds a CSV of the account's orders, which can take a while on a
+// large account, so the request is answered 202 Accepted at once and
+// runs on a worker (River, beside the server). Poll the status
+// resource the 202's Location names, with the same X-Account-Id,
+// until its status is succeeded or failed; it then holds the export.
+// A retry with the same Idempotency-Key gets the 202 again while the
+// export runs, and the export itself once it is done.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /exports (the `CreateExport` operationId).
+func (c *ClientWithResponses) CreateExportWithBodyWithResponse(ctx context.Context, params *CreateExportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateExportResponse, error) {
+	rsp, err := c.CreateExportWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateExportResponse(rsp)
+}
+
+// CreateExportWithResponse Export the account's orders as CSV
+//
+// Builds a CSV of the account's orders, which can take a while on a
+// large account, so the request is answered 202 Accepted at once and
+// runs on a worker (River, beside the server). Poll the status
+// resource the 202's Location names, with the same X-Account-Id,
+// until its status is succeeded or failed; it then holds the export.
+// A retry with the same Idempotency-Key gets the 202 again while the
+// export runs, and the export itself once it is done.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /exports (the `CreateExport` operationId).
+func (c *ClientWithResponses) CreateExportWithResponse(ctx context.Context, params *CreateExportParams, body CreateExportJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateExportResponse, error) {
+	rsp, err := c.CreateExport(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateExportResponse(rsp)
+}
+
+// CreateExportStatusWithResponse The status of an accepted createExport request
+//
+// Where a createExport request accepted with 202 reports how it is doing, by its key, in the request's scope: its state while it is pending or running (with Retry-After), and its stored response once it is done.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /exports/requests/{key} (the `CreateExportStatus` operationId).
+func (c *ClientWithResponses) CreateExportStatusWithResponse(ctx context.Context, key string, params *CreateExportStatusParams, reqEditors ...RequestEditorFn) (*CreateExportStatusResponse, error) {
+	rsp, err := c.CreateExportStatus(ctx, key, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateExportStatusResponse(rsp)
+}
+
 // ListOrdersWithResponse List the account's orders of a customer
 //
 // Returns a wrapper object for the known response body format(s).
@@ -1935,6 +2426,72 @@ func ParseCreateOrderBaselineResponse(rsp *http.Response) (*CreateOrderBaselineR
 			headers.Location = value
 		}
 		response.Headers201 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateExportResponse parses an HTTP response from a CreateExportWithResponse call
+func ParseCreateExportResponse(rsp *http.Response) (*CreateExportResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateExportResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Export
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateExportStatusResponse parses an HTTP response from a CreateExportStatusWithResponse call
+func ParseCreateExportStatusResponse(rsp *http.Response) (*CreateExportStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateExportStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest IdempotencyAsyncStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
 	}
 
 	return response, nil
@@ -2246,6 +2803,12 @@ type ServerInterface interface {
 	// CreateOrderBaseline Create an order, without idempotency
 	// (POST /baseline/orders)
 	CreateOrderBaseline(w http.ResponseWriter, r *http.Request, params CreateOrderBaselineParams)
+	// CreateExport Export the account's orders as CSV
+	// (POST /exports)
+	CreateExport(w http.ResponseWriter, r *http.Request, params CreateExportParams)
+	// CreateExportStatus The status of an accepted createExport request
+	// (GET /exports/requests/{key})
+	CreateExportStatus(w http.ResponseWriter, r *http.Request, key string, params CreateExportStatusParams)
 	// ListOrders List the account's orders of a customer
 	// (GET /orders)
 	ListOrders(w http.ResponseWriter, r *http.Request, params ListOrdersParams)
@@ -2311,6 +2874,105 @@ func (siw *ServerInterfaceWrapper) CreateOrderBaseline(w http.ResponseWriter, r 
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CreateOrderBaseline(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateExport operation middleware
+func (siw *ServerInterfaceWrapper) CreateExport(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateExportParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "X-Account-Id" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Account-Id")]; found {
+		var XAccountId AccountId
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Account-Id", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Account-Id", valueList[0], &XAccountId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Account-Id", Err: err})
+			return
+		}
+
+		params.XAccountId = XAccountId
+
+	} else {
+		err := fmt.Errorf("Header parameter X-Account-Id is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "X-Account-Id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateExport(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateExportStatus operation middleware
+func (siw *ServerInterfaceWrapper) CreateExportStatus(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "key" -------------
+	var key string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", r.PathValue("key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateExportStatusParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "X-Account-Id" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Account-Id")]; found {
+		var XAccountId AccountId
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Account-Id", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Account-Id", valueList[0], &XAccountId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Account-Id", Err: err})
+			return
+		}
+
+		params.XAccountId = XAccountId
+
+	} else {
+		err := fmt.Errorf("Header parameter X-Account-Id is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "X-Account-Id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateExportStatus(w, r, key, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2770,10 +3432,12 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 		ErrorHandlerFunc:   options.ErrorHandlerFunc,
 	}
 
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/exports/requests/{key}", wrapper.CreateExportStatus)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/orders", wrapper.ListOrders)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/orders", wrapper.CreateOrder)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/orders/imports", wrapper.ImportOrders)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/orders/{id}", wrapper.GetOrder)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/exports", wrapper.CreateExport)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/baseline/orders", wrapper.CreateOrderBaseline)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/payments", wrapper.CreatePayment)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/webhooks/psp", wrapper.ReceivePaymentEvent)
@@ -2858,6 +3522,84 @@ func (response CreateOrderBaseline403ApplicationProblemPlusJSONResponse) VisitCr
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateExportRequestObject struct {
+	Params CreateExportParams
+	Body   *CreateExportJSONRequestBody
+}
+
+type CreateExportResponseObject interface {
+	VisitCreateExportResponse(w http.ResponseWriter) error
+}
+
+type CreateExport201JSONResponse Export
+
+func (response CreateExport201JSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateExport401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateExport401ApplicationProblemPlusJSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateExport403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateExport403ApplicationProblemPlusJSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateExportStatusRequestObject struct {
+	Key    string `json:"key"`
+	Params CreateExportStatusParams
+}
+
+type CreateExportStatusResponseObject interface {
+	VisitCreateExportStatusResponse(w http.ResponseWriter) error
+}
+
+type CreateExportStatus200JSONResponse IdempotencyAsyncStatus
+
+func (response CreateExportStatus200JSONResponse) VisitCreateExportStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3278,6 +4020,12 @@ type StrictServerInterface interface {
 	// CreateOrderBaseline Create an order, without idempotency
 	// (POST /baseline/orders)
 	CreateOrderBaseline(ctx context.Context, request CreateOrderBaselineRequestObject) (CreateOrderBaselineResponseObject, error)
+	// CreateExport Export the account's orders as CSV
+	// (POST /exports)
+	CreateExport(ctx context.Context, request CreateExportRequestObject) (CreateExportResponseObject, error)
+	// CreateExportStatus The status of an accepted createExport request
+	// (GET /exports/requests/{key})
+	CreateExportStatus(ctx context.Context, request CreateExportStatusRequestObject) (CreateExportStatusResponseObject, error)
 	// ListOrders List the account's orders of a customer
 	// (GET /orders)
 	ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error)
@@ -3363,6 +4111,66 @@ func (sh *strictHandler) CreateOrderBaseline(w http.ResponseWriter, r *http.Requ
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CreateOrderBaselineResponseObject); ok {
 		if err := validResponse.VisitCreateOrderBaselineResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateExport operation middleware
+func (sh *strictHandler) CreateExport(w http.ResponseWriter, r *http.Request, params CreateExportParams) {
+	var request CreateExportRequestObject
+
+	request.Params = params
+
+	var body CreateExportJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateExport(ctx, request.(CreateExportRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateExport")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateExportResponseObject); ok {
+		if err := validResponse.VisitCreateExportResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateExportStatus operation middleware
+func (sh *strictHandler) CreateExportStatus(w http.ResponseWriter, r *http.Request, key string, params CreateExportStatusParams) {
+	var request CreateExportStatusRequestObject
+
+	request.Key = key
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateExportStatus(ctx, request.(CreateExportStatusRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateExportStatus")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateExportStatusResponseObject); ok {
+		if err := validResponse.VisitCreateExportStatusResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

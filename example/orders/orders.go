@@ -15,6 +15,7 @@ import (
 	"github.com/idemgen/idemgen/example/gen"
 	"github.com/idemgen/idemgen/example/psp"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemriver"
 	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -29,8 +30,8 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	return MigrateWith(ctx, pool, pgstore.MigrateOptions{})
 }
 
-// MigrateWith applies the key store's migrations, then creates the orders
-// and payments tables, each step in a transaction of its own under the
+// MigrateWith applies the key store's migrations and River's (which runs
+// createExport's requests), then creates the orders and payments tables, each step in a transaction of its own under the
 // migrators' lock (so that servers starting at once on a new database all
 // come up) and with a lock timeout (so that a busy table delays the
 // migration, never the requests). The key store's migrations never share
@@ -43,6 +44,9 @@ func MigrateWith(ctx context.Context, pool *pgxpool.Pool, opts pgstore.MigrateOp
 		return fmt.Errorf("orders: migrate: %w", err)
 	}
 	if _, err := m.Up(ctx, 0); err != nil {
+		return fmt.Errorf("orders: migrate: %w", err)
+	}
+	if err := idemriver.Migrate(ctx, pool); err != nil {
 		return fmt.Errorf("orders: migrate: %w", err)
 	}
 	if err := m.Apply(ctx, schema); err != nil {

@@ -560,6 +560,11 @@ func (s *fakeService) CreateOrderBaseline(_ context.Context, req gen.CreateOrder
 	return gen.CreateOrderBaseline201JSONResponse{Body: o, Headers: gen.CreateOrderBaseline201ResponseHeaders{Location: "/orders/" + o.Id}}, nil
 }
 
+func (s *fakeService) CreateExport(context.Context, *idem.Attempt[memstore.NoTx], gen.CreateExportRequestObject) (gen.CreateExportResponseObject, error) {
+	s.calls++
+	return gen.CreateExport201JSONResponse{Id: "exp_1", Csv: "id\n"}, nil
+}
+
 func (s *fakeService) GetOrder(_ context.Context, req gen.GetOrderRequestObject) (gen.GetOrderResponseObject, error) {
 	s.calls++
 	if req.Id != "ord_1" {

@@ -79,6 +79,10 @@ func (s *historyService) ListOrders(context.Context, gen.ListOrdersRequestObject
 	return nil, errNotServed
 }
 
+func (s *historyService) CreateExport(context.Context, *idem.Attempt[pgx.Tx], gen.CreateExportRequestObject) (gen.CreateExportResponseObject, error) {
+	return nil, errNotServed
+}
+
 func (s *historyService) GetOrder(context.Context, gen.GetOrderRequestObject) (gen.GetOrderResponseObject, error) {
 	return nil, errNotServed
 }

@@ -28,6 +28,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 )
 
 // Config configures Start; the zero value serves on a free loopback port
@@ -110,6 +112,8 @@ type Server struct {
 	stopJanitor  context.CancelFunc
 	telemetry    *telemetry
 	janitorDone  chan struct{}
+	// river runs createExport's accepted requests; nil until started.
+	river *river.Client[pgx.Tx]
 
 	inFlight     atomic.Int64  // requests being served
 	refusing     chan struct{} // closed once the listener is closed
@@ -121,17 +125,21 @@ type Server struct {
 // behind the account check with authSecret ("" is DemoSecret). The strict
 // middlewares run around every operation, outside the protocol, inside
 // the account check.
+//
+// createExport's jobs are inserted with an insert-only River client: run
+// workers for them with gen.AddIdempotentWorkers, as Start does.
 func Handler(impl gen.IdempotentServer[pgx.Tx], pool *pgxpool.Pool, log *slog.Logger, authSecret string, middlewares ...gen.StrictMiddlewareFunc) http.Handler {
-	return handler(impl, pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: log}, authSecret, middlewares...)
+	return handler(impl, pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: log}, nil, authSecret, middlewares...)
 }
 
-func handler(impl gen.IdempotentServer[pgx.Tx], store *pgstore.Store, opts idem.Options, authSecret string, middlewares ...gen.StrictMiddlewareFunc) http.Handler {
+func handler(impl gen.IdempotentServer[pgx.Tx], store *pgstore.Store, opts idem.Options, jobs *river.Client[pgx.Tx], authSecret string, middlewares ...gen.StrictMiddlewareFunc) http.Handler {
 	// The last strict middleware is the outermost: a refused request
 	// reaches none of the others (a crash point, say).
 	middlewares = append(slices.Clone(middlewares), Authenticate(authSecret))
 	return gen.NewIdempotentHandler(impl, store, gen.IdempotentHandlerOptions{
 		Options:           opts,
 		StrictMiddlewares: middlewares,
+		River:             jobs,
 	})
 }
 
@@ -279,7 +287,13 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 	if cfg.AuthSecret == "" {
 		log.Warn("orders-api: bearer tokens are made with the public demo secret, so anyone can make any account's; set a secret of your own (orders-api: ORDERS_AUTH_SECRET) anywhere but on your own machine")
 	}
-	api := handler(svc, pgstore.New(s.pool, storeOpts), idem.Options{Logger: log, Tracer: tel.tracer}, cfg.AuthSecret, middlewares...)
+	// River runs createExport's accepted requests, on this service's
+	// workers, from the same database.
+	if s.river, err = startRiver(ctx, s.pool, svc, idem.Options{Logger: log, Tracer: tel.tracer}, log); err != nil {
+		ln.Close()
+		return err
+	}
+	api := handler(svc, pgstore.New(s.pool, storeOpts), idem.Options{Logger: log, Tracer: tel.tracer}, s.river, cfg.AuthSecret, middlewares...)
 	if cfg.WebhookSecret != "" {
 		if api, err = VerifyWebhooks(cfg.WebhookSecret, api); err != nil {
 			ln.Close()
@@ -450,6 +464,21 @@ func (s *Server) shutdown(ctx context.Context) error {
 		<-s.janitorDone
 		s.log.Info("orders-api: janitor stopped")
 	}
+	if s.river != nil {
+		// River's graceful stop: the jobs running finish, within ctx;
+		// those it cuts off are retried by the next worker to run.
+		began := time.Now()
+		if err := s.river.Stop(ctx); err != nil {
+			// Out of time: cancel the jobs still running; each rolls
+			// back, and River runs it again later.
+			cancelCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = s.river.StopAndCancel(cancelCtx)
+			cancel()
+			errs = append(errs, fmt.Errorf("stop River's workers: %w", err))
+		} else {
+			s.log.Info("orders-api: workers stopped", "took", time.Since(began).Round(time.Millisecond))
+		}
+	}
 	if s.psp != nil {
 		// The API's requests, its only client, have ended.
 		pspCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -513,4 +542,24 @@ func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return s.Shutdown(ctx)
+}
+
+// startRiver starts the River client that runs createExport's accepted
+// requests with svc, on River's default queue. A worker that dies is
+// taken over once River rescues its job, and resumes where it stopped.
+func startRiver(ctx context.Context, pool *pgxpool.Pool, svc gen.IdempotentServer[pgx.Tx], opts idem.Options, log *slog.Logger) (*river.Client[pgx.Tx], error) {
+	workers := river.NewWorkers()
+	gen.AddIdempotentWorkers(workers, svc, pgstore.New(pool, pgstore.Options{}), opts)
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
+		Workers: workers,
+		Logger:  log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("River: %w", err)
+	}
+	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
+		return nil, fmt.Errorf("start River's workers: %w", err)
+	}
+	return client, nil
 }

@@ -6,7 +6,9 @@
 // call's account and key (403, before any key is looked up); then a
 // phased payment charged at a fake payment provider, its replay, and a
 // stored decline; then the provider's signed webhook for the charge,
-// keyed by its webhook-id, and a redelivery of it answered from the store.
+// keyed by its webhook-id, and a redelivery of it answered from the store;
+// then an async export, answered 202 and run on a River worker, polled to
+// its result and replayed.
 //
 // At the end it shows what the server counted at GET /metrics.
 //
@@ -198,6 +200,9 @@ func run(out io.Writer) error {
 	if err := webhook(out, srv); err != nil {
 		return err
 	}
+	if err := export(out, srv, token); err != nil {
+		return err
+	}
 	return metrics(out, srv.URL)
 }
 
@@ -212,7 +217,7 @@ func metrics(out io.Writer, url string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\n11. What the server counted: GET %s/metrics | grep idem_requests_total\n", url)
+	fmt.Fprintf(out, "\n12. What the server counted: GET %s/metrics | grep idem_requests_total\n", url)
 	n := 0
 	for _, line := range strings.Split(string(text), "\n") {
 		if strings.HasPrefix(line, "idem_requests_total{") {
@@ -293,6 +298,83 @@ func webhook(out io.Writer, srv *server.Server) error {
 		return fmt.Errorf("the redelivery was answered %+v, want the first delivery's answer %+v, replayed", again, first)
 	}
 	return nil
+}
+
+// export shows createExport, which is async: answered 202 at once, run
+// on a River worker beside the server, polled at its status resource.
+func export(out io.Writer, srv *server.Server, token string) error {
+	key := "demo-export-" + random()
+	fmt.Fprintf(out, "\n11. Export the account's orders as CSV: POST /exports, Idempotency-Key: %s\n", key)
+	fmt.Fprintln(out, "   (async: answered once the key is claimed and the job enqueued; a River worker builds the file)")
+	accepted, err := send(srv.URL+"/exports", token, key, `{"format": "csv"}`)
+	if err != nil {
+		return err
+	}
+	show(out, accepted)
+	location := accepted.header.Get("Location")
+	if accepted.status != http.StatusAccepted || location == "" {
+		return fmt.Errorf("the export was answered %d %s, want 202 with a Location", accepted.status, accepted.body)
+	}
+	fmt.Fprintln(out, "   The client retries at once: same key, same body")
+	retry, err := send(srv.URL+"/exports", token, key, `{"format": "csv"}`)
+	if err != nil {
+		return err
+	}
+	show(out, retry)
+	fmt.Fprintf(out, "   It polls GET %s, waiting Retry-After between polls\n", location)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := get(srv.URL+location, token)
+		if err != nil {
+			return err
+		}
+		var status struct{ Status string }
+		_ = json.Unmarshal(st.body, &status)
+		if status.Status == "succeeded" || status.Status == "failed" {
+			show(out, st)
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the export is still %q after 30s", status.Status)
+		}
+		time.Sleep(retryAfter(st.header))
+	}
+	fmt.Fprintln(out, "   Once it is done, a retry of the request gets the export itself:")
+	done, err := send(srv.URL+"/exports", token, key, `{"format": "csv"}`)
+	if err != nil {
+		return err
+	}
+	show(out, done)
+	if done.status != http.StatusCreated || done.header.Get("Idempotent-Replayed") != "true" {
+		return fmt.Errorf("the export's retry was answered %d %s, want its stored 201, replayed", done.status, done.body)
+	}
+	return nil
+}
+
+// retryAfter is the delay a Retry-After header of seconds asks for.
+func retryAfter(h http.Header) time.Duration {
+	var s int
+	if _, err := fmt.Sscan(h.Get("Retry-After"), &s); err != nil || s <= 0 {
+		return time.Second
+	}
+	return time.Duration(s) * time.Second
+}
+
+// get GETs url for the demo's account, and times the answer.
+func get(url, token string) (result, error) {
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		return result{}, err
+	}
+	authorize(req, token)
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return result{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return result{resp.StatusCode, resp.Header, b, time.Since(start)}, err
 }
 
 // send POSTs a JSON body for the demo's account with token as its bearer

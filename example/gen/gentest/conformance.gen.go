@@ -6,6 +6,9 @@
 // byte-identical replay, 422 for a changed request under the same key,
 // concurrent duplicates that run once, and an error that releases the key
 // and leaves no write behind.
+//
+// Operations annotated with mode: async are not checked here: they
+// answer 202 and run on River workers, on the Postgres store.
 package gentest
 
 import (
