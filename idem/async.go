@@ -403,7 +403,8 @@ func (e *Engine[T]) runAccepted(ctx context.Context, op *Operation, a Accepted, 
 			return AcceptedRun{}, err
 		}
 		resp, err := e.resume(ctx, op, AbandonedAttempt{ID: a.ID, Fingerprint: rec.Fingerprint, Request: request, RecoveryPoint: rec.RecoveryPoint,
-			Attempt: rec.Attempt, Generation: rec.Generation, PerRequest: rec.PerRequest}, run)
+			Attempt: rec.Attempt, Generation: rec.Generation, PerRequest: rec.PerRequest}, run,
+			TraceRequestStartData{Operation: op.Name, Phased: len(op.RecoveryPoints) > 0, Worker: true})
 		switch {
 		case errors.Is(err, ErrContended), errors.Is(err, errLeaseLost):
 			continue // another worker took it: read it again

@@ -266,7 +266,7 @@ func (c *Completer[T]) finish(ctx context.Context, a AbandonedAttempt) finishRes
 			return "", abandoned.Write, nil
 		}
 	}
-	resp, err := c.engine.resume(ctx, op, a, run)
+	resp, err := c.engine.resume(ctx, op, a, run, TraceRequestStartData{Operation: op.Name, Phased: true, Completer: true})
 	switch {
 	case errors.Is(err, ErrContended), errors.Is(err, errLeaseLost):
 		log.DebugContext(ctx, "idem: completer: another instance or a retry took the attempt first")
@@ -280,11 +280,12 @@ func (c *Completer[T]) finish(ctx context.Context, a AbandonedAttempt) finishRes
 }
 
 // resume takes over abandoned attempt a, under the lease rules of a
-// takeover, and runs its phases from its recovery point to the response.
+// takeover, and runs its phases from its recovery point to the response,
+// observed as start says: a Completer's run or a worker's.
 // It returns ErrContended or errLeaseLost when another attempt took it
 // first, and an error when it did not end with a stored response.
-func (e *Engine[T]) resume(ctx context.Context, op *Operation, a AbandonedAttempt, run PhaseFunc[T]) (*Response, error) {
-	ctx, o := e.begin(ctx, TraceRequestStartData{Operation: op.Name, Phased: true, Completer: true})
+func (e *Engine[T]) resume(ctx context.Context, op *Operation, a AbandonedAttempt, run PhaseFunc[T], start TraceRequestStartData) (*Response, error) {
+	ctx, o := e.begin(ctx, start)
 	o.id = a.ID
 	resp, err := e.resumeAttempt(ctx, op, a, run)
 	e.end(ctx, op, o, resp, err)
@@ -308,7 +309,11 @@ func (e *Engine[T]) resumeAttempt(ctx context.Context, op *Operation, a Abandone
 	if err != nil {
 		return nil, err
 	}
-	observed(ctx).claimed(c)
+	o := observed(ctx)
+	o.claimed(c)
+	// The first worker of an accepted request runs it first: the accept
+	// claimed the key for it. A later one takes over.
+	o.takeover = !o.worker || a.Attempt > 1
 	at := &Attempt[T]{id: a.ID, secret: secret, generation: c.Generation, point: lease.RecoveryPoint(), perRequest: c.PerRequest, fingerprint: c.Fingerprint}
 	return e.runPhases(ctx, op, lease, at, run)
 }

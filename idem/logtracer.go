@@ -66,6 +66,9 @@ func (t *logTracer) TraceRequestEnd(ctx context.Context, d TraceRequestEndData) 
 		return // the Completer logs what it did
 	}
 	level, msg := outcomeLog(d.Outcome)
+	if d.Worker {
+		level, msg = workerLog(d.Outcome, level, msg)
+	}
 	if d.LeaseLost > 0 && level < slog.LevelWarn {
 		level, msg = slog.LevelWarn, msg+"; its attempt lost its lease to another attempt or the sweeper on the way"
 	}
@@ -79,11 +82,14 @@ func (t *logTracer) TraceRequestEnd(ctx context.Context, d TraceRequestEndData) 
 			return
 		}
 	}
-	attrs := make([]slog.Attr, 0, 14)
+	attrs := make([]slog.Attr, 0, 15)
 	attrs = append(attrs,
 		slog.String("operation", d.Operation),
 		slog.String("outcome", d.Outcome.String()),
 		slog.Int("status", d.Status))
+	if d.Worker {
+		attrs = append(attrs, slog.Bool("worker", true))
+	}
 	if hash := d.KeyHash(); hash != "" {
 		attrs = append(attrs, slog.String("key_hash", hash))
 	}
@@ -127,6 +133,18 @@ func (t *logTracer) admit(k stormKey) (bool, int) {
 }
 
 // outcomeLog is the level and message of an outcome's record.
+// workerLog is how a worker's run of an accepted request is logged: its
+// client was answered 202 long ago, so what it came to is worth a line.
+func workerLog(o Outcome, level slog.Level, msg string) (slog.Level, string) {
+	switch o {
+	case OutcomeFirst, OutcomeTakeover:
+		return slog.LevelInfo, "idem: a worker ran an accepted request and stored its response"
+	case OutcomeHandlerError:
+		return slog.LevelWarn, "idem: a worker's run of an accepted request failed; its job is retried"
+	}
+	return level, msg
+}
+
 func outcomeLog(o Outcome) (slog.Level, string) {
 	switch o {
 	case OutcomeFirst:

@@ -20,6 +20,7 @@ type observation struct {
 	lookup, held        time.Duration
 	err                 error // the store's error, or why the client went
 	completer           bool  // a Completer's, not a client's
+	worker              bool  // an async request's run on a worker
 	filter              FilterResult
 }
 
@@ -50,7 +51,7 @@ func (o *observation) claimed(c Claim) {
 
 // begin starts observing a request of op.
 func (e *Engine[T]) begin(ctx context.Context, start TraceRequestStartData) (context.Context, *observation) {
-	o := &observation{Context: e.tracer.TraceRequestStart(ctx, start), start: time.Now(), completer: start.Completer}
+	o := &observation{Context: e.tracer.TraceRequestStart(ctx, start), start: time.Now(), completer: start.Completer, worker: start.Worker}
 	return o, o
 }
 
@@ -67,6 +68,7 @@ func (e *Engine[T]) end(ctx context.Context, op *Operation, o *observation, resp
 		Duration:      time.Since(o.start),
 		Err:           o.err,
 		Completer:     o.completer,
+		Worker:        o.worker,
 		Filter:        o.filter,
 	}
 	if o.attempt > 0 {

@@ -208,6 +208,10 @@ type TraceRequestStartData struct {
 	// Completer is set when a Completer, not a client, resumes an
 	// abandoned attempt: not a request, so not to be counted as one.
 	Completer bool
+	// Worker is set when a worker runs an accepted request of an async
+	// operation (Engine.RunAccepted): a run, not a request, whose client
+	// was answered 202 when it was accepted.
+	Worker bool
 }
 
 // TraceRequestEndData is how a request ended.
@@ -241,6 +245,9 @@ type TraceRequestEndData struct {
 	// Completer is set when a Completer, not a client, resumed an
 	// abandoned attempt (see TraceRequestStartData.Completer).
 	Completer bool
+	// Worker is set when a worker ran an accepted request (see
+	// TraceRequestStartData.Worker).
+	Worker bool
 	// Filter is what the store's replay filter answered, when it has one
 	// (see ReplayFilter): a hit is a replay the store was not asked for.
 	Filter FilterResult

@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9/logging"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemriver"
 	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/idemgen/idemgen/idem/redisfilter"
 )
@@ -227,10 +228,23 @@ func runKeys(sub string, o keysOptions, stdout, stderr io.Writer) int {
 		if err != nil {
 			return keyError(stderr, cmd, id, o, err, pgstore.KeyInfo{})
 		}
-		if o.json {
-			return printJSON(stdout, stderr, cmd, shownJSON(d, o.maxBody))
+		// An async operation's request has a River job.
+		job, hasJob, err := idemriver.FindJob(ctx, pool, id, d.Generation)
+		if err != nil {
+			return databaseError(stderr, cmd, err)
 		}
-		printShown(stdout, d, o.maxBody)
+		if o.json {
+			j := shownJSON(d, o.maxBody)
+			if hasJob {
+				j.Job = &job
+			}
+			return printJSON(stdout, stderr, cmd, j)
+		}
+		var shownJob *idemriver.Job
+		if hasJob {
+			shownJob = &job
+		}
+		printShown(stdout, d, o.maxBody, shownJob)
 		return 0
 	}
 	k, err := store.ForgetKey(ctx, id, pgstore.ForgetOptions{Force: o.force})
@@ -342,7 +356,7 @@ func fenceable(k pgstore.KeyInfo) bool {
 	return k.Status == pgstore.StatusInFlight && !k.CreatedAt.IsZero()
 }
 
-func printShown(w io.Writer, d pgstore.KeyDetail, maxBody int) {
+func printShown(w io.Writer, d pgstore.KeyDetail, maxBody int, job *idemriver.Job) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "hash:\t%s\n", d.Hash)
 	fmt.Fprintf(tw, "operation:\t%s\n", escape(d.Operation))
@@ -365,6 +379,9 @@ func printShown(w io.Writer, d pgstore.KeyDetail, maxBody int) {
 		fmt.Fprintf(tw, "lease ends:\t%s (%s)\n", stamp(d.LeaseEnds), when(d.LeaseLeft()))
 	}
 	fmt.Fprintf(tw, "recovery point:\t%s\n", orDash(d.RecoveryPoint))
+	if job != nil {
+		fmt.Fprintf(tw, "job:\tRiver job %d (%s), %s, attempt %d of %d\n", job.ID, job.Kind, job.State, job.Attempt, job.MaxAttempts)
+	}
 	if d.ResponseStatus == 0 {
 		fmt.Fprintf(tw, "response:\tnone\n")
 		tw.Flush()
@@ -481,7 +498,9 @@ func keyJSONOf(k pgstore.KeyInfo) keyJSON {
 
 type shownKeyJSON struct {
 	keyJSON
-	Headers http.Header `json:"headers"`
+	// Job is an async operation's request's River job, when it has one.
+	Job     *idemriver.Job `json:"job,omitempty"`
+	Headers http.Header    `json:"headers"`
 	// Body is the body when it is UTF-8 text; BodyBase64, otherwise.
 	Body          *string `json:"body,omitempty"`
 	BodyBase64    []byte  `json:"body_base64,omitempty"`

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemriver"
 	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/idemgen/idemgen/idem/redisfilter"
 	"github.com/idemgen/idemgen/internal/redistest"
@@ -471,3 +472,41 @@ func TestKeysForgetRedis(t *testing.T) {
 		t.Fatalf("after the entry was dropped: replayed %v, runs %d; want a first execution", resp.Replayed, runs)
 	}
 }
+
+// keys show names an async request's River job, and says so in -json.
+func TestKeysShowNamesJob(t *testing.T) {
+	url, pool := keyStore(t)
+	if err := idemriver.Migrate(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	engine := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: slog.New(slog.DiscardHandler)})
+	insert, err := idemriver.NewInsertClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := &idem.Operation{Name: "createExport", TTL: time.Hour, Lease: time.Minute, Async: true, StatusPath: "/exports/{key}"}
+	r := httptest.NewRequest("POST", "/exports", nil)
+	r.Header.Set(idem.HeaderKey, "export-1")
+	resp, err := engine.ServeAsync(idem.WithRequest(context.Background(), r), op, []byte("fp"), map[string]string{"format": "csv"},
+		idemriver.Enqueue[pgx.Tx](insert, func(a idem.Accepted) exportJob { return exportJob{idemriver.ArgsOf(a)} }))
+	if err != nil || resp.Status != http.StatusAccepted {
+		t.Fatalf("accept: %v %+v", err, resp)
+	}
+	code, stdout, stderr := idemgen(t, "keys", "show", "-database-url", url, "-operation", "createExport", "-key", "export-1")
+	if code != 0 || !regexp.MustCompile(`(?m)^job: +River job \d+ \(idem\.createExport\), available, attempt 0 of 25$`).MatchString(stdout) {
+		t.Fatalf("keys show: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, _ = idemgen(t, "keys", "show", "-json", "-database-url", url, "-operation", "createExport", "-key", "export-1")
+	var shown struct {
+		Job *struct{ Kind, State string }
+	}
+	if err := json.Unmarshal([]byte(stdout), &shown); code != 0 || err != nil || shown.Job == nil || shown.Job.Kind != "idem.createExport" {
+		t.Errorf("keys show -json: exit %d, %v: %s", code, err, stdout)
+	}
+}
+
+// exportJob is an async operation's job type, as the generated code
+// declares it.
+type exportJob struct{ idemriver.Args }
+
+func (exportJob) Kind() string { return idemriver.JobKind("createExport") }

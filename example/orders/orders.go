@@ -19,6 +19,7 @@ import (
 	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 )
 
 //go:embed schema.sql
@@ -67,6 +68,9 @@ type Service struct {
 	// CreatePayment; the example server makes it end the process at one
 	// of them.
 	Crash func(point string)
+	// Jobs, when set, is the River client CreatePayment stages a
+	// SendReceipt job with, in its last phase's transaction.
+	Jobs *river.Client[pgx.Tx]
 }
 
 var _ gen.IdempotentServer[pgx.Tx] = (*Service)(nil)

@@ -21,6 +21,9 @@ const (
 	// CrashAfterCharge: the provider has charged the card, and the charge
 	// is not recorded yet.
 	CrashAfterCharge = "after-charge"
+	// CrashAfterReceipt: the last phase has staged the receipt's job, and
+	// its transaction has not committed.
+	CrashAfterReceipt = "after-receipt"
 	// CrashBeforeResponse: the response is stored, and not sent yet. The
 	// server's handler checks this one, after the protocol has run.
 	CrashBeforeResponse = "before-response"
@@ -106,7 +109,8 @@ func (s *Service) CreatePaymentAfterPaymentCreated(ctx context.Context, at *idem
 }
 
 // CreatePaymentAfterChargeCreated answers from the recorded payment: 201,
-// or the 402 of a declined charge, which is stored and replayed too.
+// with the receipt's job staged, or the 402 of a declined charge, which is
+// stored and replayed too.
 func (s *Service) CreatePaymentAfterChargeCreated(ctx context.Context, at *idem.Attempt[pgx.Tx], req gen.CreatePaymentRequestObject) (gen.CreatePaymentResponseObject, error) {
 	p, err := s.payment(ctx, at)
 	if err != nil {
@@ -119,6 +123,15 @@ func (s *Service) CreatePaymentAfterChargeCreated(ctx context.Context, at *idem.
 			Status: http.StatusPaymentRequired,
 			Detail: ptr(fmt.Sprintf("the card was declined for payment %s (charge %s); ask the customer for another card and send a new request with a new Idempotency-Key", p.Id, p.ChargeId)),
 		}, nil
+	}
+	if s.Jobs != nil {
+		// The receipt's job commits with this phase's response, or not at
+		// all: a crash before the commit leaves neither, and the retry
+		// that runs this phase again stages it once.
+		if _, err := s.Jobs.InsertTx(ctx, at.Tx(), SendReceipt{PaymentID: p.Id, AccountID: req.Params.XAccountId}, nil); err != nil {
+			return nil, fmt.Errorf("stage the receipt of payment %s: %w", p.Id, err)
+		}
+		s.crash(CrashAfterReceipt)
 	}
 	return gen.CreatePayment201JSONResponse{
 		Body:    p.Payment,

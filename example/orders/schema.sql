@@ -33,3 +33,11 @@ CREATE TABLE IF NOT EXISTS settlements (
     settled_at  timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS settlements_payment_idx ON settlements (payment_id);
+
+-- One row per receipt sent: the send_receipt job createPayment stages in
+-- its last phase writes it, once per payment however often it runs.
+CREATE TABLE IF NOT EXISTS receipts (
+    payment_id  text        PRIMARY KEY REFERENCES payments (id),
+    account_id  text        NOT NULL,
+    sent_at     timestamptz NOT NULL DEFAULT now()
+);

@@ -51,7 +51,7 @@ type Config struct {
 	PSPURL string
 	// CrashAt makes the process die abruptly, with SIGKILL and no cleanup,
 	// when createPayment reaches this point: one of orders.CrashAfterClaim,
-	// CrashAfterCharge and CrashBeforeResponse. For demos and tests of
+	// CrashAfterCharge, CrashAfterReceipt and CrashBeforeResponse. For demos and tests of
 	// what a retry does after a crash.
 	CrashAt string
 	// CompleteAfter, when set, replaces createPayment's complete-after
@@ -144,7 +144,7 @@ func handler(impl gen.IdempotentServer[pgx.Tx], store *pgstore.Store, opts idem.
 }
 
 // crashPoints are the valid values of Config.CrashAt.
-var crashPoints = []string{orders.CrashAfterClaim, orders.CrashAfterCharge, orders.CrashBeforeResponse}
+var crashPoints = []string{orders.CrashAfterClaim, orders.CrashAfterCharge, orders.CrashAfterReceipt, orders.CrashBeforeResponse}
 
 // crasher returns the function that kills the process at point, or nil.
 func crasher(point string, log *slog.Logger) func(string) {
@@ -545,11 +545,14 @@ func (s *Server) Close() error {
 }
 
 // startRiver starts the River client that runs createExport's accepted
-// requests with svc, on River's default queue. A worker that dies is
-// taken over once River rescues its job, and resumes where it stopped.
-func startRiver(ctx context.Context, pool *pgxpool.Pool, svc gen.IdempotentServer[pgx.Tx], opts idem.Options, log *slog.Logger) (*river.Client[pgx.Tx], error) {
+// requests with svc, and the receipts createPayment stages, on River's
+// default queue, and gives svc the client to stage them with. A worker
+// that dies is taken over once River rescues its job, and resumes where
+// it stopped.
+func startRiver(ctx context.Context, pool *pgxpool.Pool, svc *orders.Service, opts idem.Options, log *slog.Logger) (*river.Client[pgx.Tx], error) {
 	workers := river.NewWorkers()
 	gen.AddIdempotentWorkers(workers, svc, pgstore.New(pool, pgstore.Options{}), opts)
+	river.AddWorker(workers, &orders.ReceiptWorker{Pool: pool})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
 		Workers: workers,
@@ -558,6 +561,7 @@ func startRiver(ctx context.Context, pool *pgxpool.Pool, svc gen.IdempotentServe
 	if err != nil {
 		return nil, fmt.Errorf("River: %w", err)
 	}
+	svc.Jobs = client
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
 		return nil, fmt.Errorf("start River's workers: %w", err)
 	}

@@ -66,11 +66,12 @@ type Tracer struct {
 	leaseLost metric.Int64Counter
 	filter    metric.Int64Counter
 
-	abandoned metric.Int64Gauge
-	swept     metric.Int64Counter
-	reaped    metric.Int64Counter
-	completer metric.Int64Counter
-	runs      metric.Int64Counter
+	abandoned  metric.Int64Gauge
+	swept      metric.Int64Counter
+	reaped     metric.Int64Counter
+	completer  metric.Int64Counter
+	runs       metric.Int64Counter
+	workerRuns metric.Int64Counter
 }
 
 // The instruments' names, as an exporter shows them before its own
@@ -86,6 +87,7 @@ const (
 	MetricReaped         = "idem.janitor.reaped"
 	MetricCompleter      = "idem.janitor.completer"
 	MetricJanitorRuns    = "idem.janitor.runs"
+	MetricWorkerRuns     = "idem.async.runs"
 )
 
 // New returns a Tracer on the providers opts names.
@@ -137,6 +139,9 @@ func New(opts Options) (*Tracer, error) {
 	t.completer, e = m.Int64Counter(MetricCompleter, metric.WithUnit("{attempt}"),
 		metric.WithDescription("Abandoned attempts the completer drove to the end, by idem.action: completed or failed."))
 	add(e)
+	t.workerRuns, e = m.Int64Counter(MetricWorkerRuns, metric.WithUnit("{run}"),
+		metric.WithDescription("Runs of async operations' accepted requests on workers, by operation and outcome (first or takeover: the response was stored; handler_error: the job is retried; ...)."))
+	add(e)
 	t.runs, e = m.Int64Counter(MetricJanitorRuns, metric.WithUnit("{run}"),
 		metric.WithDescription("Runs of the janitor and the completer, by idem.task; error.type is set on runs that failed."))
 	add(e)
@@ -156,8 +161,11 @@ var (
 // (an HTTP server span, say).
 func (t *Tracer) TraceRequestStart(ctx context.Context, d idem.TraceRequestStartData) context.Context {
 	name := "idem " + d.Operation
-	if d.Completer {
+	switch {
+	case d.Completer:
 		name = "idem complete " + d.Operation
+	case d.Worker:
+		name = "idem run " + d.Operation
 	}
 	ctx, _ = t.tracer.Start(ctx, name,
 		trace.WithSpanKind(trace.SpanKindInternal),
@@ -168,8 +176,14 @@ func (t *Tracer) TraceRequestStart(ctx context.Context, d idem.TraceRequestStart
 // TraceRequestEnd counts the request and ends its span.
 func (t *Tracer) TraceRequestEnd(ctx context.Context, d idem.TraceRequestEndData) {
 	outcome := d.Outcome.String()
-	if !d.Completer {
+	switch {
+	case d.Completer:
 		// The completer's runs are counted by the janitor's counters.
+	case d.Worker:
+		t.workerRuns.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(
+			AttrOperation.String(d.Operation),
+			AttrOutcome.String(outcome))))
+	default:
 		t.requests.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(
 			AttrOperation.String(d.Operation),
 			AttrOutcome.String(outcome),

@@ -494,3 +494,52 @@ func TestFilterMetrics(t *testing.T) {
 		t.Fatalf("%s: %v, want %v", idemotel.MetricFilter, got, want)
 	}
 }
+
+// A worker's run of an accepted request is counted as a run, by its
+// outcome, not as a request: its client's request was counted when it
+// was accepted.
+func TestWorkerRunsCounted(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	tracer, err := idemotel.New(idemotel.Options{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tracer.TraceRequestEnd(tracer.TraceRequestStart(ctx, idem.TraceRequestStartData{Operation: "createExport"}),
+		idem.TraceRequestEndData{Operation: "createExport", Outcome: idem.OutcomeAccepted, Status: 202})
+	for _, o := range []idem.Outcome{idem.OutcomeHandlerError, idem.OutcomeFirst} {
+		tracer.TraceRequestEnd(tracer.TraceRequestStart(ctx, idem.TraceRequestStartData{Operation: "createExport", Worker: true}),
+			idem.TraceRequestEndData{Operation: "createExport", Outcome: o, Worker: true})
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if data, ok := m.Data.(metricdata.Sum[int64]); ok {
+				for _, dp := range data.DataPoints {
+					name := m.Name
+					if v, ok := dp.Attributes.Value(idemotel.AttrOutcome); ok {
+						name += " " + v.Emit()
+					}
+					got[name] += dp.Value
+				}
+			}
+		}
+	}
+	want := map[string]int64{
+		idemotel.MetricRequests + " accepted":        1,
+		idemotel.MetricWorkerRuns + " handler_error": 1,
+		idemotel.MetricWorkerRuns + " first":         1,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}

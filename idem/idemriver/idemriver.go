@@ -16,6 +16,7 @@ import (
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -168,3 +169,38 @@ func migrateStep(ctx context.Context, pool *pgxpool.Pool, m *rivermigrate.Migrat
 
 // migrateLock is the advisory lock Migrate holds: "idemrivr" in ASCII.
 const migrateLock int64 = 0x6964656d72697672
+
+// Job is the River job of an accepted request, as FindJob reads it.
+type Job struct {
+	ID          int64  `json:"id"`
+	Kind        string `json:"kind"`
+	State       string `json:"state"` // River's: available, running, retryable, completed, cancelled, discarded, ...
+	Attempt     int    `json:"attempt"`
+	MaxAttempts int    `json:"max_attempts"`
+}
+
+// JobKind is the kind of the jobs of async operation operation, as the
+// generated job types name them.
+func JobKind(operation string) string { return "idem." + operation }
+
+// FindJob reads the newest River job of key id's use generation, for
+// operators (idemgen keys show). It reports false when there is none, or
+// when the database has no River tables.
+func FindJob(ctx context.Context, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, id idem.ID, generation int64) (Job, bool, error) {
+	var j Job
+	err := db.QueryRow(ctx, `SELECT id, kind, state::text, attempt, max_attempts FROM river_job
+		WHERE kind = $1 AND args->>'operation' = $2 AND args->>'scope' = $3 AND args->>'key' = $4
+		  AND (args->>'generation')::bigint = $5
+		ORDER BY id DESC LIMIT 1`,
+		JobKind(id.Operation), id.Operation, id.Scope, id.Key, generation).Scan(&j.ID, &j.Kind, &j.State, &j.Attempt, &j.MaxAttempts)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table: no River here
+		return Job{}, false, nil
+	case err != nil:
+		return Job{}, false, fmt.Errorf("idemriver: find the job of key %s: %w", idem.KeyHash(id), err)
+	}
+	return j, true, nil
+}

@@ -559,3 +559,87 @@ func TestMigrateConcurrently(t *testing.T) {
 		t.Errorf("river_migration holds %d rows for %d versions, want each version once", versions, distinct)
 	}
 }
+
+// traced records what the engine reports of requests and worker runs.
+type traced struct {
+	mu   sync.Mutex
+	ends []idem.TraceRequestEndData
+}
+
+func (r *traced) TraceRequestStart(ctx context.Context, _ idem.TraceRequestStartData) context.Context {
+	return ctx
+}
+
+func (r *traced) TraceRequestEnd(_ context.Context, d idem.TraceRequestEndData) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ends = append(r.ends, d)
+}
+
+func (r *traced) outcomes() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, d := range r.ends {
+		who := "client"
+		if d.Worker {
+			who = "worker"
+		}
+		out = append(out, who+":"+d.Outcome.String())
+	}
+	return out
+}
+
+// A client's requests are traced as requests, accepted, in progress or
+// read, and the worker's run as a run: Worker set, its outcome the
+// stored response's.
+func TestAsyncObserved(t *testing.T) {
+	t.Parallel()
+	rec := &traced{}
+	h := newHarness(t, newPool(t), idem.Options{Tracer: rec})
+	release := make(chan struct{})
+	inner := h.handle
+	h.handle = func(ctx context.Context, at *idem.Attempt[pgx.Tx], req exportRequest) (idem.Writer, error) {
+		<-release
+		return inner(ctx, at, req)
+	}
+	client := h.worker(1)
+	events := finished(t, client)
+	h.post("exp-obs", "", "acct")
+	h.post("exp-obs", "", "acct")
+	h.status("exp-obs", "")
+	close(release)
+	await(t, events, 1)
+	got := rec.outcomes()
+	want := []string{"client:accepted", "client:in_progress", "client:status", "worker:first"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("traced %v, want %v", got, want)
+	}
+}
+
+// FindJob names an accepted request's River job, for idemgen keys show,
+// and finds none for a key of another use or on a database without
+// River's tables.
+func TestFindJob(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, newPool(t), idem.Options{})
+	if resp := h.post("exp-job", "", "acct"); resp.Status != http.StatusAccepted {
+		t.Fatalf("accept: %d %s", resp.Status, resp.Body)
+	}
+	id := idem.ID{Operation: "createExport", Key: "exp-job"}
+	job, ok, err := idemriver.FindJob(context.Background(), h.pool, id, 1)
+	if err != nil || !ok || job.Kind != "idem.createExport" || job.State != "available" || job.ID == 0 {
+		t.Fatalf("FindJob: %+v %v %v, want the available job of kind idem.createExport", job, ok, err)
+	}
+	if _, ok, err := idemriver.FindJob(context.Background(), h.pool, id, 2); ok || err != nil {
+		t.Errorf("FindJob of the key's next use: %v %v, want none", ok, err)
+	}
+	conn, err := pgx.Connect(context.Background(), pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, ok, err := idemriver.FindJob(context.Background(), conn, id, 1); ok || err != nil {
+		t.Errorf("FindJob without River's tables: %v %v, want none and no error", ok, err)
+	}
+}

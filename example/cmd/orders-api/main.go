@@ -97,7 +97,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address (port 0 picks a free port)")
 	workDelay := flag.Duration("work-delay", 0, "make createOrder wait this long inside its attempt, holding its key (shows the 409 case)")
 	pspURL := flag.String("psp-url", "", "the payment provider's base `URL`, such as the one go run ./example/cmd/fake-psp prints (default: a fake one inside this process)")
-	crashAt := flag.String("crash-at", "", "die abruptly (SIGKILL) when createPayment reaches this point: after-claim, after-charge or before-response")
+	crashAt := flag.String("crash-at", "", "die abruptly (SIGKILL) when createPayment reaches this point: after-claim, after-charge, after-receipt or before-response")
 	dbStats := flag.Bool("db-stats", false, "count the statements sent to PostgreSQL and serve the counts as JSON at GET /debug/db-stats (for go run ./bench)")
 	drainTimeout := flag.Duration("drain-timeout", 25*time.Second, "on SIGTERM, how long requests in flight may take to finish before they are cut off; keep it below the orchestrator's grace period (Kubernetes: 30s)")
 	completeAfter := flag.Duration("complete-after", 0, "finish a payment its client abandoned this long after its lease passed (default: the spec's complete-after, 10m)")

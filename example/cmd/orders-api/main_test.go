@@ -520,6 +520,62 @@ func TestCrashDuringPaymentChargesOnce(t *testing.T) {
 	}
 }
 
+// createPayment stages a send_receipt River job in its last phase, on
+// the phase's transaction (the outbox): whether the server dies after the
+// charge (the retry runs the last phase, and stages it), after the job
+// was staged and before the phase committed (the job rolls back with it,
+// and the retry stages it again), or after the response was stored (the
+// retry replays it), a payment that succeeded has its receipt job once,
+// and a declined one has none.
+func TestStagedJobOncePerPayment(t *testing.T) {
+	t.Parallel()
+	bin := build(t)
+	for _, at := range []string{orders.CrashAfterCharge, orders.CrashAfterReceipt, orders.CrashBeforeResponse} {
+		t.Run(at, func(t *testing.T) {
+			t.Parallel()
+			dbURL := pgtest.NewDatabase(t)
+			provider := httptest.NewServer(psp.NewFake())
+			t.Cleanup(provider.Close)
+			pool, err := pgxpool.New(context.Background(), dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pool.Close()
+
+			p1 := start(t, bin, dbURL, "-psp-url", provider.URL, "-crash-at", at)
+			orderID := newOrder(t, p1.url)
+			if _, err := pay(p1.url, "pay-1", orderID, 1250); err == nil {
+				t.Fatal("the payment was answered; the server should have died first")
+			}
+			killedBy(t, p1)
+			p2 := start(t, bin, dbURL, "-psp-url", provider.URL)
+			r := retryPayment(t, p2.url, "pay-1", orderID)
+			if r.status != 201 {
+				t.Fatalf("retry after the crash: %d %s", r.status, r.body)
+			}
+			for range 2 {
+				if again, err := pay(p2.url, "pay-1", orderID, 1250); err != nil || again.status != 201 {
+					t.Fatalf("replay: %v %d", err, again.status)
+				}
+			}
+			declined, err := pay(p2.url, "pay-2", orderID, int(psp.DeclineAmount))
+			if err != nil || declined.status != 402 {
+				t.Fatalf("declined payment: %v %d %s", err, declined.status, declined.body)
+			}
+			var paid struct{ ID string }
+			if err := json.Unmarshal([]byte(r.body), &paid); err != nil || paid.ID == "" {
+				t.Fatalf("payment body %s: %v", r.body, err)
+			}
+			if n := count(t, pool, `SELECT count(*) FROM river_job WHERE kind = 'send_receipt' AND args->>'payment_id' = '`+paid.ID+`'`); n != 1 {
+				t.Errorf("%d send_receipt jobs for the payment, want 1", n)
+			}
+			if n := count(t, pool, `SELECT count(*) FROM river_job WHERE kind = 'send_receipt'`); n != 1 {
+				t.Errorf("%d send_receipt jobs in all, want the paid one's alone: a declined payment stages none", n)
+			}
+		})
+	}
+}
+
 // Two servers receive retries of the same abandoned payment at the same
 // moment, once its lease has passed: exactly one takes it over and runs
 // the unfinished phase, and the provider charges once.
