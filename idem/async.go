@@ -348,6 +348,16 @@ func (e *Engine[T]) RunAccepted(ctx context.Context, op *Operation, a Accepted, 
 	})
 }
 
+// RunBound is how long a worker's run of an accepted request of op takes
+// at most: the lookup and the claim, then each phase (one for an atomic
+// handler) within its lease, its end and the store's bound on each wait
+// (Options.StoreTimeout). A job system may take a run that lasts longer
+// for a stuck one.
+func (e *Engine[T]) RunBound(op *Operation) time.Duration {
+	phases := time.Duration(len(op.RecoveryPoints) + 1)
+	return 2*e.storeTimeout + phases*(op.Lease+2*e.storeTimeout)
+}
+
 // FailAccepted stores problem as the response of accepted request a,
 // which will not be run again (its job ran out of attempts): its status
 // resource and every retry of its key answer it. A request that is done

@@ -556,7 +556,11 @@ func startRiver(ctx context.Context, pool *pgxpool.Pool, svc *orders.Service, op
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
 		Workers: workers,
-		Logger:  log,
+		// A job whose worker died is retried this long after it started
+		// (and once past its run's bound): a little over createExport's
+		// lease of 1m, rather than River's hour.
+		RescueStuckJobsAfter: 2 * time.Minute,
+		Logger:               log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("River: %w", err)

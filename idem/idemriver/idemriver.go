@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -97,6 +98,12 @@ func NewWorker[T any, A JobArgs](engine *idem.Engine[T], op *idem.Operation, pha
 	}
 	return &Worker[T, A]{engine: engine, op: op, phases: phases, log: log}
 }
+
+// Timeout is the engine's bound on a run (idem.Engine.RunBound: each
+// phase within the operation's lease), not River's JobTimeout: a run
+// never outlasts it, and River's rescuer takes a job running longer (its
+// worker died) for stuck, once RescueStuckJobsAfter has passed too.
+func (w *Worker[T, A]) Timeout(*river.Job[A]) time.Duration { return w.engine.RunBound(w.op) }
 
 // Work runs one attempt of a job. A request that another worker holds is
 // snoozed until its lease passes (River counts no attempt for it); a

@@ -8,9 +8,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,7 +29,14 @@ import (
 	"github.com/idemgen/idemgen/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	if url := os.Getenv(workerEnv); url != "" {
+		// This process is the worker TestAsyncWorkerKilled kills.
+		killableWorker(url)
+		return
+	}
+	pgtest.Main(m)
+}
 
 // exportJob is the job type of the test's async operation, as the
 // generated code declares one per operation.
@@ -641,5 +651,146 @@ func TestFindJob(t *testing.T) {
 	defer conn.Close(context.Background())
 	if _, ok, err := idemriver.FindJob(context.Background(), conn, id, 1); ok || err != nil {
 		t.Errorf("FindJob without River's tables: %v %v, want none and no error", ok, err)
+	}
+}
+
+// workerEnv names the database of the worker process TestAsyncWorkerKilled
+// starts and kills.
+const workerEnv = "IDEMRIVER_TEST_KILLED_WORKER"
+
+// killedQueue is the queue of the jobs the killed worker takes: the test's
+// own River client works it only once that worker is dead.
+const killedQueue = "killed"
+
+// killedJob is exportJob on killedQueue.
+type killedJob struct{ exportJob }
+
+func (killedJob) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: killedQueue} }
+
+// killableWorker runs a River client that works killedQueue with a
+// handler that writes its effect, says so with NOTIFY, and never returns:
+// the test kills this process there, with the effect uncommitted.
+func killableWorker(url string) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		panic(err)
+	}
+	engine := idem.NewEngine[pgx.Tx](pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: slog.New(slog.DiscardHandler), StoreTimeout: 100 * time.Millisecond})
+	op := killedOperation()
+	workers := river.NewWorkers()
+	river.AddWorker(workers, idemriver.NewWorker[pgx.Tx, killedJob](engine, op, func(context.Context, []byte) (idem.PhaseFunc[pgx.Tx], error) {
+		return func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (string, idem.Writer, error) {
+			if _, err := at.Tx().Exec(ctx, `INSERT INTO effects (key, account) VALUES ($1, 'killed')`, at.Key()); err != nil {
+				return "", nil, err
+			}
+			if _, err := pool.Exec(ctx, `SELECT pg_notify('killed_worker', $1)`, at.Key()); err != nil {
+				return "", nil, err
+			}
+			select {} // until SIGKILL
+		}, nil
+	}, slog.New(slog.DiscardHandler)))
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues:            map[string]river.QueueConfig{killedQueue: {MaxWorkers: 1}},
+		Workers:           workers,
+		FetchCooldown:     10 * time.Millisecond,
+		FetchPollInterval: 50 * time.Millisecond,
+		Logger:            slog.New(slog.DiscardHandler),
+		TestOnly:          true,
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		panic(err)
+	}
+	select {}
+}
+
+func killedOperation() *idem.Operation {
+	return &idem.Operation{Name: "createExport", TTL: time.Hour, Lease: 2 * time.Second, Async: true, Path: "/exports", StatusPath: "/exports/requests/{key}"}
+}
+
+// A worker killed with SIGKILL in the middle of its handler, in a process
+// of its own, leaves its effect uncommitted and its job running in
+// River's eyes; once River rescues the job, another worker takes the key
+// over after its lease and runs the request to its response: one effect.
+func TestAsyncWorkerKilled(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	url := pool.Config().ConnString()
+	// Its bound on a run is what River waits for before it takes the job
+	// for stuck: 2s of lease and 100ms waits make 2.4s.
+	h := newHarness(t, pool, idem.Options{StoreTimeout: 100 * time.Millisecond})
+	h.op = killedOperation()
+	workers := river.NewWorkers()
+	river.AddWorker(workers, idemriver.NewWorker[pgx.Tx, killedJob](h.engine, h.op, h.phases, slog.New(slog.DiscardHandler)))
+	// This client starts first, so it leads, and runs River's rescuer;
+	// it works killedQueue only once the other worker is dead.
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues:               map[string]river.QueueConfig{"idle": {MaxWorkers: 1}},
+		Workers:              workers,
+		FetchCooldown:        10 * time.Millisecond,
+		FetchPollInterval:    50 * time.Millisecond,
+		JobTimeout:           time.Second, // River's default for other kinds; the worker's Timeout is its own
+		RescueStuckJobsAfter: time.Second,
+		RetryPolicy:          retryAtOnce{},
+		Logger:               slog.New(slog.DiscardHandler),
+		TestOnly:             true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := finished(t, client)
+	if err := client.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = client.Stop(ctx)
+	})
+	listen, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listen.Close(context.Background())
+	if _, err := listen.Exec(context.Background(), `LISTEN killed_worker`); err != nil {
+		t.Fatal(err)
+	}
+
+	worker := exec.Command(os.Args[0], "-test.run=^$")
+	worker.Env = append(os.Environ(), workerEnv+"="+url)
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = worker.Process.Kill(); _ = worker.Wait() })
+	r := httptest.NewRequest("POST", "/exports", nil)
+	r.Header.Set(idem.HeaderKey, "exp-killed")
+	resp, err := h.engine.ServeAsync(idem.WithRequest(context.Background(), r), h.op, []byte("acct"), exportRequest{Account: "acct"},
+		idemriver.Enqueue[pgx.Tx](h.insert, func(a idem.Accepted) killedJob { return killedJob{exportJob{idemriver.ArgsOf(a)}} }))
+	if err != nil || resp.Status != http.StatusAccepted {
+		t.Fatalf("accept: %v %+v", err, resp)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := listen.WaitForNotification(ctx); err != nil {
+		t.Fatalf("the worker process never ran the handler: %v", err)
+	}
+	if err := worker.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = worker.Wait()
+	if err := client.Queues().Add(killedQueue, river.QueueConfig{MaxWorkers: 2}); err != nil {
+		t.Fatal(err)
+	}
+	// River's rescuer runs every 30s on the leader: within a minute the
+	// job is rescued and run again.
+	await(t, events, 1)
+	if n := h.effects("exp-killed"); n != 1 {
+		t.Errorf("%d effects, want 1: the killed worker's rolled back, the takeover's committed", n)
+	}
+	if resp, st := h.status("exp-killed", ""); st.Status != idem.AsyncSucceeded {
+		t.Errorf("status after the takeover: %d %s", resp.Status, resp.Body)
 	}
 }
