@@ -794,3 +794,46 @@ func TestAsyncWorkerKilled(t *testing.T) {
 		t.Errorf("status after the takeover: %d %s", resp.Status, resp.Body)
 	}
 }
+
+// roundTrips counts the queries and batches sent on a pool's connections.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// Accepting a request with River's InsertTx costs four round trips, one
+// commit: the lookup, BEGIN with the claim, River's insert, COMMIT.
+func TestAcceptRoundTrips(t *testing.T) {
+	t.Parallel()
+	trips := &roundTrips{}
+	cfg, err := pgxpool.ParseConfig(newPool(t).Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = trips
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	h := newHarness(t, pool, idem.Options{})
+	for i := range 3 { // warm: the secret, and each query prepared once
+		h.post(fmt.Sprintf("warm-%d", i), "", "acct")
+	}
+	before := trips.n.Load()
+	if resp := h.post("trips", "", "acct"); resp.Status != http.StatusAccepted {
+		t.Fatalf("accept: %d %s", resp.Status, resp.Body)
+	}
+	if n := trips.n.Load() - before; n != 4 {
+		t.Errorf("accepting took %d round trips, want 4", n)
+	}
+}

@@ -16,9 +16,42 @@ var _ idem.Accepter[pgx.Tx] = (*Store)(nil)
 // its job in one transaction: the claim writes the in-flight row with the
 // request and a lease that has passed already, so that a worker takes it
 // over at once; enqueue inserts the job (River's InsertTx) on the same
-// transaction; one COMMIT makes both visible, or neither.
+// transaction; one COMMIT makes both visible, or neither. BEGIN rides with
+// the claim, so it costs three round trips: the claim, the job's insert
+// and COMMIT.
 func (s *Store) Accept(ctx context.Context, id idem.ID, c idem.Claim, enqueue func(ctx context.Context, tx pgx.Tx) error) error {
 	c.Lease, c.Takeover = 0, false
+	conn, pipelined, err := s.acquire(ctx)
+	if err != nil {
+		return classify("accept", err)
+	}
+	if !pipelined {
+		return s.acceptInTx(ctx, id, c, enqueue)
+	}
+	tx := &lazyTx{conn: conn.conn}
+	if _, _, err := claim(ctx, dbsqlc.New(tx), id, c); err != nil {
+		_, _ = rollback(ctx, conn, nil)
+		return err
+	}
+	if err := enqueue(ctx, tx); err != nil {
+		_, _ = rollback(ctx, conn, nil)
+		return classify("enqueue the accepted request's job", err)
+	}
+	defer conn.release()
+	tag, err := conn.conn.Exec(ctx, "COMMIT")
+	switch {
+	case err != nil:
+		return commitError("accept", err)
+	case tag.String() != "COMMIT":
+		// The transaction had failed, so COMMIT rolled it back.
+		return fmt.Errorf("pgstore: accept: the transaction was rolled back at COMMIT (%s)", tag)
+	}
+	return nil
+}
+
+// acceptInTx is Accept on a store whose database offers no connection
+// of its own (DB is neither a pool nor a connection).
+func (s *Store) acceptInTx(ctx context.Context, id idem.ID, c idem.Claim, enqueue func(ctx context.Context, tx pgx.Tx) error) error {
 	tx, release, err := s.begin(ctx)
 	if err != nil {
 		return classify("accept", err)

@@ -332,3 +332,57 @@ func TestStatementBudget(t *testing.T) {
 	// claimed by its lookup again.
 	check("first after an abort", budget{idem.OutcomeFirst, 4, 2, 1, false}, func() { serve("k2", "fp") })
 }
+
+// TestRoundTripBudgetAccept counts an async operation's first request:
+// the lookup; BEGIN with the claim, which writes the key's row; the job's
+// insert (here a statement of the test's, as River's InsertTx is one);
+// COMMIT. One commit, four round trips, and no handler. Its retries while it runs,
+// and its status, are one read-only statement.
+func TestRoundTripBudgetAccept(t *testing.T) {
+	ctx := context.Background()
+	trace := &statements{}
+	pool := newPool(t, trace)
+	if _, err := pool.Exec(ctx, `CREATE TABLE jobs (id serial PRIMARY KEY, key text)`); err != nil {
+		t.Fatal(err)
+	}
+	engine := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{})
+	op := &idem.Operation{Name: "createExport", TTL: time.Hour, Lease: time.Minute, Async: true, StatusPath: "/exports/{key}"}
+	enqueue := func(ctx context.Context, tx pgx.Tx, a idem.Accepted) error {
+		_, err := tx.Exec(ctx, `INSERT INTO jobs (key) VALUES ($1)`, a.ID.Key)
+		return err
+	}
+	accept := func(key string) *idem.Response {
+		t.Helper()
+		r := httptest.NewRequest("POST", "/exports", nil)
+		r.Header.Set(idem.HeaderKey, key)
+		resp, err := engine.ServeAsync(idem.WithRequest(ctx, r), op, []byte("fp"), map[string]string{"format": "csv"}, enqueue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for i := range 3 { // warm: the secret, and each query prepared once
+		accept(fmt.Sprintf("warm%d", i))
+	}
+	trace.take()
+	check := func(name string, wantStatus int, want []string, resp *idem.Response) {
+		t.Helper()
+		got := trace.take()
+		if resp.Status != wantStatus || !slices.Equal(got, want) {
+			t.Errorf("%s: %d with statements %v, want %d with %v", name, resp.Status, got, wantStatus, want)
+		}
+		t.Logf("%-10s %d round trips: %v", name, len(got), got)
+	}
+	check("accept", 202, []string{"select", "begin+with", "insert", "commit"}, accept("k1"))
+	check("in progress", 202, []string{"select"}, accept("k1"))
+	r := httptest.NewRequest("GET", "/exports/k1", nil)
+	status, err := engine.Status(idem.WithRequest(ctx, r), op, "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("status", 200, []string{"select"}, status)
+	var jobs int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE key = 'k1'`).Scan(&jobs); err != nil || jobs != 1 {
+		t.Errorf("%d jobs for k1 (%v), want 1", jobs, err)
+	}
+}
