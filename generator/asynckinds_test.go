@@ -78,6 +78,9 @@ import (
 func newAsyncHandler(prefix string, impl IdempotentServer[pgx.Tx], store idem.Store[pgx.Tx], opts IdempotentHandlerOptions) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
+	// gin routes on the decoded path unless told otherwise: a key with a
+	// slash, escaped in its status path, needs the raw one (docs/ASYNC.md).
+	r.UseRawPath = true
 	RegisterIdempotentHandlers(r.Group(prefix), impl, store, opts)
 	return r
 }
@@ -243,6 +246,17 @@ func TestAsync(t *testing.T) {
 	}
 	if n := svc.exports.Load(); n != 1 {
 		t.Errorf("the export ran %d times, want 1", n)
+	}
+
+	// A key with a slash and a space: one segment of the status path,
+	// escaped, which every router hands back whole.
+	resp, body = send(t, "POST", srv.URL+"/api/exports", "k/2 x", "a1", ´{"format": "csv"}´)
+	if resp.StatusCode != http.StatusAccepted || resp.Header.Get("Location") != "/api/exports/requests/k%2F2%20x" {
+		t.Fatalf("POST /api/exports with key %q: %d %s (Location %q)", "k/2 x", resp.StatusCode, body, resp.Header.Get("Location"))
+	}
+	await()
+	if code, st := status(resp.Header.Get("Location"), "a1"); code != http.StatusOK || st.Status != idem.AsyncSucceeded {
+		t.Errorf("status of key %q at its Location: %d %+v", "k/2 x", code, st)
 	}
 
 	resp, body = send(t, "POST", srv.URL+"/api/refunds", "r1", "a1", ´{"payment_id": "pay_1"}´)
