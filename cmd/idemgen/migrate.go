@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemriver"
 	"github.com/idemgen/idemgen/idem/pgstore"
 )
 
@@ -45,6 +46,12 @@ the database back too, running this release's
 which runs the down files and removes their rows from the version table.
 docs/UPGRADING.md says which migration each release ends at.
 
+With -river, up also applies River's migrations, which async operations
+(mode: async) need, after the key store's, each in a transaction of its
+own under a lock of its own, as idemriver.Migrate does at a server's
+start; status lists them too. River's tables are never rolled back here
+(that drops their jobs): use River's own CLI for that.
+
 The database is -database-url, or DATABASE_URL.
 `
 
@@ -55,6 +62,7 @@ func migrateCommand(fs *flag.FlagSet) func(args []string, stdout, stderr io.Writ
 	to := fs.Int("to", -1, "up: apply migrations up to and including this `number` (default: all); down: roll back those above it (required)")
 	lockTimeout := fs.Duration("lock-timeout", pgstore.DefaultMigrateLockTimeout, "how long each statement waits for a lock before the migration rolls back and tries again")
 	attempts := fs.Int("attempts", pgstore.DefaultMigrateAttempts, "how often a migration is tried before giving up on a busy table")
+	withRiver := fs.Bool("river", false, "up and status: River's migrations too, for async operations")
 	return func(args []string, stdout, stderr io.Writer) int {
 		if len(args) == 0 {
 			return usageError(stderr, "migrate", "missing subcommand: status, up or down")
@@ -76,6 +84,8 @@ func migrateCommand(fs *flag.FlagSet) func(args []string, stdout, stderr io.Writ
 			return usageError(stderr, "migrate", "down needs -to: the number of the last migration to keep (0 for none)")
 		case sub == "status" && *to >= 0:
 			return usageError(stderr, "migrate", "-to is a flag of up and down, not of status")
+		case sub == "down" && *withRiver:
+			return usageError(stderr, "migrate", "-river is a flag of up and status: River's tables are not rolled back here, as that drops their jobs; use River's own CLI")
 		case *lockTimeout <= 0 || *attempts < 1:
 			return usageError(stderr, "migrate", "-lock-timeout must be above 0 and -attempts at least 1")
 		}
@@ -105,7 +115,11 @@ func migrateCommand(fs *flag.FlagSet) func(args []string, stdout, stderr io.Writ
 			return 1
 		}
 		if sub == "status" {
-			return migrateStatus(ctx, m, stdout, stderr)
+			code := migrateStatus(ctx, m, stdout, stderr)
+			if code == 0 && *withRiver {
+				code = riverStatus(ctx, pool, stdout, stderr)
+			}
+			return code
 		}
 		start := time.Now()
 		var done []pgstore.MigrationResult
@@ -127,7 +141,19 @@ func migrateCommand(fs *flag.FlagSet) func(args []string, stdout, stderr io.Writ
 			fmt.Fprintf(stderr, "idemgen migrate %s: %v\n", sub, err)
 			return 1
 		}
-		fmt.Fprintf(stderr, "idemgen migrate %s: %s %s (%s)\n", sub, verb, count(len(done), "migration"), elapsed(start))
+		n := len(done)
+		if *withRiver {
+			river, err := idemriver.MigrateUp(ctx, pool)
+			for _, r := range river {
+				fmt.Fprintf(stdout, "applied River's %03d_%s (%s)\n", r.Version, r.Name, r.Duration.Round(time.Millisecond))
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "idemgen migrate %s: %v\n", sub, err)
+				return 1
+			}
+			n += len(river)
+		}
+		fmt.Fprintf(stderr, "idemgen migrate %s: %s %s (%s)\n", sub, verb, count(n, "migration"), elapsed(start))
 		return 0
 	}
 }
@@ -166,6 +192,31 @@ func migrateStatus(ctx context.Context, m *pgstore.Migrator, stdout, stderr io.W
 		fmt.Fprintf(stderr, "idemgen migrate status: %s pending; apply with idemgen migrate up before this release's binaries serve\n", count(pending, "migration"))
 	default:
 		fmt.Fprintf(stderr, "idemgen migrate status: up to date with %s (migration %04d)\n", idem.Version(), m.Latest())
+	}
+	return 0
+}
+
+// riverStatus lists River's migrations, as status -river shows them.
+func riverStatus(ctx context.Context, pool *pgxpool.Pool, stdout, stderr io.Writer) int {
+	all, err := idemriver.MigrationStatus(ctx, pool)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemgen migrate status: %v\n", err)
+		return 1
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "\nRIVER MIGRATION\tAPPLIED")
+	pending := 0
+	for _, m := range all {
+		applied := "yes"
+		if !m.Applied {
+			applied = "pending"
+			pending++
+		}
+		fmt.Fprintf(w, "%03d_%s\t%s\n", m.Version, m.Name, applied)
+	}
+	w.Flush()
+	if pending > 0 {
+		fmt.Fprintf(stderr, "idemgen migrate status: %s of River's pending; apply with idemgen migrate up -river\n", count(pending, "migration"))
 	}
 	return 0
 }

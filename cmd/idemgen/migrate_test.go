@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -110,5 +111,34 @@ func TestMigrateCLI(t *testing.T) {
 	t.Setenv("DATABASE_URL", "")
 	if code, _, stderr := idemgen(t, "migrate", "status"); code != 2 || !strings.Contains(stderr, "set DATABASE_URL or pass -database-url") {
 		t.Errorf("no database: exit %d, %q", code, stderr)
+	}
+}
+
+// idemgen migrate up -river applies River's migrations after the key
+// store's, once; status -river lists them, pending then applied; down
+// refuses -river.
+func TestMigrateRiver(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	code, stdout, stderr := idemgen(t, "migrate", "status", "-river", "-database-url", url)
+	if code != 0 || !strings.Contains(stdout, "RIVER MIGRATION") || !strings.Contains(stderr, "of River's pending; apply with idemgen migrate up -river") {
+		t.Fatalf("status -river of an empty database: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = idemgen(t, "migrate", "up", "-river", "-database-url", url)
+	if code != 0 || !strings.Contains(stdout, "applied 0001_") || !strings.Contains(stdout, "applied River's 001_") {
+		t.Fatalf("up -river: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = idemgen(t, "migrate", "up", "-river", "-database-url", url)
+	if code != 0 || strings.Contains(stdout, "applied") {
+		t.Fatalf("up -river again: exit %d, applied something:\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = idemgen(t, "migrate", "status", "-river", "-database-url", url)
+	// A line that ends "pending" is a migration not applied (River names
+	// one of its own "pending and more").
+	if code != 0 || regexp.MustCompile(`(?m)pending$`).MatchString(stdout) || strings.Contains(stderr, "pending") {
+		t.Fatalf("status -river after up: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, _, stderr = idemgen(t, "migrate", "down", "-to", "0", "-river", "-database-url", url)
+	if code != 2 || !strings.Contains(stderr, "use River's own CLI") {
+		t.Errorf("down -river: exit %d %s, want a usage error", code, stderr)
 	}
 }

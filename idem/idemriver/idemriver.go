@@ -141,37 +141,86 @@ func (w *Worker[T, A]) Work(ctx context.Context, job *river.Job[A]) error {
 // then find it applied. Apply the key store's migrations too
 // (pgstore.Migrate): async operations need both.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	_, err := MigrateUp(ctx, pool)
+	return err
+}
+
+// Migration is one of River's migrations, as MigrateUp applied it or
+// MigrationStatus reports it.
+type Migration struct {
+	Version  int
+	Name     string
+	Duration time.Duration // the time it took to apply; zero in a status
+	Applied  bool          // in a status: whether the database has it
+}
+
+// MigrateUp is Migrate, returning the migrations it applied, in order.
+func MigrateUp(ctx context.Context, pool *pgxpool.Pool) ([]Migration, error) {
 	m, err := rivermigrate.New(riverpgxv5.New(pool), nil)
 	if err != nil {
-		return fmt.Errorf("idemriver: migrate: %w", err)
+		return nil, fmt.Errorf("idemriver: migrate: %w", err)
 	}
+	var applied []Migration
 	for {
-		applied, err := migrateStep(ctx, pool, m)
+		step, err := migrateStep(ctx, pool, m)
 		if err != nil {
-			return fmt.Errorf("idemriver: migrate River's tables: %w", err)
+			return applied, fmt.Errorf("idemriver: migrate River's tables: %w", err)
 		}
-		if !applied {
-			return nil
+		if step == nil {
+			return applied, nil
 		}
+		applied = append(applied, *step)
 	}
 }
 
+// MigrationStatus lists River's migrations this build knows, and whether
+// the database at pool has each.
+func MigrationStatus(ctx context.Context, pool *pgxpool.Pool) ([]Migration, error) {
+	m, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		return nil, fmt.Errorf("idemriver: migration status: %w", err)
+	}
+	existing := map[int]bool{}
+	ex, err := m.ExistingVersions(ctx)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // no River tables yet
+	case err != nil:
+		return nil, fmt.Errorf("idemriver: migration status: %w", err)
+	}
+	for _, v := range ex {
+		existing[v.Version] = true
+	}
+	var all []Migration
+	for _, v := range m.AllVersions() {
+		all = append(all, Migration{Version: v.Version, Name: v.Name, Applied: existing[v.Version]})
+	}
+	return all, nil
+}
+
 // migrateStep applies the next of River's migrations the database lacks,
-// if any, and reports whether it did.
-func migrateStep(ctx context.Context, pool *pgxpool.Pool, m *rivermigrate.Migrator[pgx.Tx]) (bool, error) {
+// and returns it; nil when there is none.
+func migrateStep(ctx context.Context, pool *pgxpool.Pool, m *rivermigrate.Migrator[pgx.Tx]) (*Migration, error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit, a no-op
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLock); err != nil {
-		return false, fmt.Errorf("wait for other migrators: %w", err)
+		return nil, fmt.Errorf("wait for other migrators: %w", err)
 	}
 	res, err := m.MigrateTx(ctx, tx, rivermigrate.DirectionUp, &rivermigrate.MigrateOpts{MaxSteps: 1})
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	return len(res.Versions) > 0, tx.Commit(ctx)
+	if len(res.Versions) == 0 {
+		return nil, nil
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, err
+	}
+	v := res.Versions[0]
+	return &Migration{Version: v.Version, Name: v.Name, Duration: v.Duration}, nil
 }
 
 // migrateLock is the advisory lock Migrate holds: "idemrivr" in ASCII.
