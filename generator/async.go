@@ -47,7 +47,11 @@ const asyncStatusSchemaJSON = `{
 
 // statusOperationID is the operationId of the status resource of async
 // operation a.
-func statusOperationID(a annotation.Operation) string { return a.OperationID + "Status" }
+func statusOperationID(a annotation.Operation) string { return statusID(a.OperationID) }
+
+// statusID is the operationId of the status resource of the async
+// operation whose operationId is id.
+func statusID(id string) string { return id + "Status" }
 
 // addStatusOperations adds the status resource of every async operation
 // of annotated to spec, and asyncStatusSchema to its components. It
@@ -190,7 +194,7 @@ func augmentAsync(paths, post *yaml.Node, op operation) {
 		"content", mapping("application/json", mapping("schema", ref("#/components/schemas/"+asyncStatusSchema))),
 	)
 	getOp := mapping(
-		"operationId", str(op.Name+"Status"),
+		"operationId", str(statusID(op.Name)),
 		"summary", str(fmt.Sprintf("The status of an accepted %s request", op.Name)),
 		"description", str(fmt.Sprintf("Where a %s request accepted with 202 reports how it is doing, by its key, in the request's scope. It needs no Idempotency-Key.", op.Name)),
 		"parameters", params,

@@ -672,7 +672,7 @@ func AddIdempotentWorkers[T any](workers *river.Workers, impl IdempotentServer[T
 type CreateExportJob struct{ idemriver.Args }
 
 // Kind is the job's kind in River.
-func (CreateExportJob) Kind() string { return "idem.createExport" }
+func (CreateExportJob) Kind() string { return idemriver.JobKind("createExport") }
 
 // NewIdempotentCompleter returns the completer of the operations annotated
 // with abandoned: it drives the attempts their clients abandoned to the

@@ -423,14 +423,14 @@ func AddIdempotentWorkers[T any](workers *river.Workers, impl IdempotentServer[T
 type CreateExportJob struct{ idemriver.Args }
 
 // Kind is the job's kind in River.
-func (CreateExportJob) Kind() string { return "idem.createExport" }
+func (CreateExportJob) Kind() string { return idemriver.JobKind("createExport") }
 
 // CreateRefundJob is the River job of an accepted createRefund request: its
 // key, whose row keeps the request.
 type CreateRefundJob struct{ idemriver.Args }
 
 // Kind is the job's kind in River.
-func (CreateRefundJob) Kind() string { return "idem.createRefund" }
+func (CreateRefundJob) Kind() string { return idemriver.JobKind("createRefund") }
 
 type idempotentServer[T any] struct {
 	impl                IdempotentServer[T]
