@@ -106,25 +106,33 @@ func NewWorker[T any, A JobArgs](engine *idem.Engine[T], op *idem.Operation, pha
 func (w *Worker[T, A]) Timeout(*river.Job[A]) time.Duration { return w.engine.RunBound(w.op) }
 
 // Work runs one attempt of a job. A request that another worker holds is
-// snoozed until its lease passes (River counts no attempt for it); a
-// failed run is River's to retry with its backoff; the last attempt's
-// failure stores the async-request-failed problem as the request's
-// response, which its status resource and every retry of its key answer.
+// snoozed until its lease passes (River counts no attempt for it), and so
+// is one whose run River's stop cut off, to run again at once on the next
+// worker; a failed run is River's to retry with its backoff; the last
+// attempt's failure stores the async-request-failed problem as the
+// request's response, which its status resource and every retry of its
+// key answer.
 func (w *Worker[T, A]) Work(ctx context.Context, job *river.Job[A]) error {
 	a := job.Args.Accepted()
 	run, err := w.engine.RunAccepted(ctx, w.op, a, w.phases)
-	if err == nil {
-		if run.RetryIn > 0 {
-			return river.JobSnooze(run.RetryIn)
-		}
+	switch {
+	case err == nil && run.RetryIn > 0:
+		return river.JobSnooze(run.RetryIn)
+	case err == nil:
 		return nil
-	}
-	if job.Attempt < job.MaxAttempts || ctx.Err() != nil {
+	case errors.Is(ctx.Err(), context.Canceled):
+		// River is stopping (StopAndCancel): not the request's failure.
+		return river.JobSnooze(0)
+	case job.Attempt < job.MaxAttempts:
 		return err
 	}
 	w.log.ErrorContext(ctx, "idem: async request failed on its last attempt; storing the failure", "operation", w.op.Name,
 		"key_hash", idem.KeyHash(a.ID), "attempts", job.Attempt, "error", err)
-	failed, ferr := w.engine.FailAccepted(ctx, w.op, a, idem.AttemptsExhaustedProblem(job.Attempt))
+	// The run may have ended at its deadline: the failure is stored
+	// within a bound of its own.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.engine.RunBound(w.op))
+	defer cancel()
+	failed, ferr := w.engine.FailAccepted(fctx, w.op, a, idem.AttemptsExhaustedProblem(job.Attempt))
 	switch {
 	case ferr != nil:
 		return errors.Join(err, ferr)

@@ -796,13 +796,22 @@ func TestAsyncWorkerKilled(t *testing.T) {
 }
 
 // roundTrips counts the queries and batches sent on a pool's connections
-// for requests: not the pool's pings of a connection idle for a while,
-// nor the store's reads of the replay filter's epoch.
-type roundTrips struct{ n atomic.Int64 }
+// for requests, but the notification River sends after an insert, at
+// most once per queue in a short while, so that workers fetch at once:
+// River's own, and not every insert's.
+type roundTrips struct {
+	n   atomic.Int64
+	mu  sync.Mutex
+	sql []string
+}
 
 func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if d.SQL != "-- ping" && !strings.Contains(d.SQL, "idemgen_filter_epoch") {
+	if !strings.Contains(d.SQL, "name: PGNotifyMany") {
 		r.n.Add(1)
+		r.mu.Lock()
+		q := strings.Join(strings.Fields(d.SQL), " ")
+		r.sql = append(r.sql, q[:min(len(q), 60)])
+		r.mu.Unlock()
 	}
 	return ctx
 }
@@ -815,8 +824,9 @@ func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQ
 func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // Accepting a request with River's InsertTx costs four round trips, one
-// commit: the lookup, BEGIN with the claim, River's insert, COMMIT; on a
-// pool of one connection too.
+// commit: the lookup, BEGIN with the claim, River's insert, COMMIT (and,
+// now and then, River's notification of the insert); on a pool of one
+// connection too.
 func TestAcceptRoundTrips(t *testing.T) {
 	t.Parallel()
 	trips := &roundTrips{}
@@ -842,6 +852,35 @@ func TestAcceptRoundTrips(t *testing.T) {
 		t.Fatalf("accept: %d %s", resp.Status, resp.Body)
 	}
 	if n := trips.n.Load() - before; n != 4 {
-		t.Errorf("accepting took %d round trips, want 4", n)
+		trips.mu.Lock()
+		defer trips.mu.Unlock()
+		t.Errorf("accepting took %d round trips, want 4: %q", n, trips.sql[max(0, len(trips.sql)-int(n)-3):])
+	}
+}
+
+// A run that River's stop cuts off (its context canceled) is snoozed to
+// run again, not counted as an attempt, and on the last attempt it stores
+// no failure: the request is not the one that failed.
+func TestWorkCutByStopIsSnoozed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, newPool(t), idem.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	h.handle = func(ctx context.Context, at *idem.Attempt[pgx.Tx], req exportRequest) (idem.Writer, error) {
+		cancel() // River's StopAndCancel, while the handler runs
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if resp := h.post("exp-stop", "", "acct"); resp.Status != http.StatusAccepted {
+		t.Fatalf("accept: %d %s", resp.Status, resp.Body)
+	}
+	w := idemriver.NewWorker[pgx.Tx, exportJob](h.engine, h.op, h.phases, slog.New(slog.DiscardHandler))
+	job := &river.Job[exportJob]{JobRow: &rivertype.JobRow{Attempt: 3, MaxAttempts: 3}, Args: exportJob{idemriver.Args{Operation: "createExport", Key: "exp-stop", Generation: 1}}}
+	err := w.Work(ctx, job)
+	var snooze *rivertype.JobSnoozeError
+	if !errors.As(err, &snooze) || snooze.Duration != 0 {
+		t.Fatalf("Work cut by a stop: %v, want JobSnooze(0)", err)
+	}
+	if _, st := h.status("exp-stop", ""); st.Status != idem.AsyncPending {
+		t.Errorf("status after the cut run: %q, want pending (no failure stored)", st.Status)
 	}
 }
