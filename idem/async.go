@@ -120,33 +120,27 @@ func (e *Engine[T]) serveAsync(ctx context.Context, op *Operation, fingerprint [
 		if err != nil {
 			return e.storeFailed(ctx, "lookup", err), nil
 		}
-		sameRequest := bytes.Equal(rec.Fingerprint, fingerprint)
-		switch {
-		case rec.Found && !rec.Completed:
+		if rec.Found && !rec.Completed {
 			// Pending or running, whatever its lease: the workers run
 			// it, never a client's retry.
-			if !sameRequest {
+			if !bytes.Equal(rec.Fingerprint, fingerprint) {
 				return e.keyReused(op), nil
 			}
 			return e.asyncAnswer(ctx, op, id, rec, OutcomeInProgress), nil
-		case rec.Found && !rec.Expired:
-			if !sameRequest {
-				return e.keyReused(op), nil
-			}
-			replay := *rec.Response
-			replay.Replayed = true
-			return &replay, nil
-		case rec.Held:
-			// An atomic attempt, of a build that served the operation
-			// before it was async.
-			return e.keyInUse(op, e.retryAfter), nil
+		}
+		// Otherwise as for every operation: a replay, a 422, a 409 for an
+		// atomic attempt (of a build that served the operation before it
+		// was async), or a new use of the key.
+		c, resp := e.decideRecord(op, rec, fingerprint)
+		if resp != nil {
+			return resp, nil
 		}
 		if stored == nil {
 			if stored, resp = e.asyncRequest(op, request); resp != nil {
 				return resp, nil
 			}
 		}
-		c := Claim{Fingerprint: fingerprint, TTL: op.TTL, Attempt: rec.Attempt, Generation: rec.Generation + 1, Request: stored, PerRequest: e.perRequest}
+		c.Lease, c.Generation, c.Request, c.PerRequest = 0, generation(rec, c), stored, e.perRequest
 		step = e.startStep(ctx, op, StepClaim, "")
 		err := e.waitStore(ctx, func(ctx context.Context) error {
 			return acc.Accept(ctx, id, c, func(ctx context.Context, tx T) error {
@@ -405,7 +399,10 @@ func (e *Engine[T]) runAccepted(ctx context.Context, op *Operation, a Accepted, 
 			return AcceptedRun{RetryIn: rec.LeaseLeft}, nil
 		}
 		request, err := acc.AcceptedRequest(ctx, a.ID)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrContended):
+			continue // done or gone since the lookup: read it again
+		case err != nil:
 			return AcceptedRun{}, err
 		}
 		run, err := phases(ctx, request)

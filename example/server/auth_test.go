@@ -185,8 +185,8 @@ func TestAccountHeaderVerified(t *testing.T) {
 }
 
 // Every operation that takes X-Account-Id checks it: another account's
-// token reads none of A's orders, pays for none of them and creates none
-// in A's name. A's own token still works on each. The provider's webhook,
+// token reads none of A's orders, pays for none of them, creates none in
+// A's name, and neither starts nor reads an export of A's. A's own token still works on each. The provider's webhook,
 // signed instead, has TestWebhookSignature.
 func TestEveryOperationChecksTheAccount(t *testing.T) {
 	e := newEnv(t, nil)
@@ -207,6 +207,10 @@ func TestEveryOperationChecksTheAccount(t *testing.T) {
 		{"createOrder", attempt{method: "POST", path: "/orders", key: "k2", body: order}, 201, true},
 		{"createOrderBaseline", attempt{method: "POST", path: "/baseline/orders", body: order}, 201, true},
 		{"importOrders", attempt{method: "POST", path: "/orders/imports", body: `{"po_number": "PO-1", "lines": [` + order + `]}`}, 201, true},
+		// Async: accepted (no worker runs here), then its status resource,
+		// which the same middleware guards.
+		{"createExport", attempt{method: "POST", path: "/exports", key: "x1", body: `{"format": "csv"}`}, 202, false},
+		{"createExportStatus", attempt{method: "GET", path: "/exports/requests/x1"}, 200, false},
 		{"createPayment", attempt{method: "POST", path: "/payments", key: "p1", body: payment}, 201, false},
 	} {
 		t.Run(op.name, func(t *testing.T) {
