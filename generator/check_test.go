@@ -134,7 +134,7 @@ func TestCheckNamesNewMigrations(t *testing.T) {
 	if !slices.Equal(stale.Migrations, []string{newest}) {
 		t.Errorf("Migrations = %q, want %q", stale.Migrations, newest)
 	}
-	for _, want := range []string{"new key-store migrations", "idemgen migrate up", "before a binary built from the new output serves", "docs/UPGRADING.md"} {
+	for _, want := range []string{"new migrations", "idemgen migrate up", "before a binary built from the new output serves", "docs/UPGRADING.md"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not say %q:\n%v", want, err)
 		}

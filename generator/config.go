@@ -76,6 +76,8 @@ type Migrations struct {
 	// every request behind its lock. Defaults to DefaultMigrationLockTimeout;
 	// "0" leaves the session's own.
 	LockTimeout string `yaml:"lock-timeout"`
+	// River adds River's migrations (riverFiles); set for async operations.
+	River bool `yaml:"-"`
 
 	// now gives dbmate's timestamps; nil is time.Now.
 	now func() time.Time

@@ -15,8 +15,9 @@ type File struct {
 	// Path is relative to the config file's directory.
 	Path    string
 	Content []byte
-	// Migration marks a key-store migration, which a deployment must
-	// apply before a binary built from the new output serves.
+	// Migration marks a migration, the key store's or River's, which a
+	// deployment must apply before a binary built from the new output
+	// serves.
 	Migration bool
 }
 
@@ -71,7 +72,9 @@ func Generate(req Request) (*Result, error) {
 		files = append(files, File{Path: src.paths.augmented, Content: augmented})
 	}
 	warnings := slices.Concat(m.Warnings, changedKeys(req.Layer, src.paths.layer, m))
-	migrations, stale, err := sqlFiles(req.Config.Migrations, src.paths.queries, req.Migrations)
+	mig := req.Config.Migrations
+	mig.River = m.Async
+	migrations, stale, err := sqlFiles(mig, src.paths.queries, req.Migrations)
 	if err != nil {
 		return nil, err
 	}
@@ -172,8 +175,8 @@ func (r *Result) Check(dir string) error {
 // StaleError lists the stale files; it matches ErrStale.
 type StaleError struct {
 	Files []string
-	// Migrations are the new key-store migrations among them: those a
-	// deployment must apply before the new output serves.
+	// Migrations are the new migrations among them, the key store's and
+	// River's: those a deployment must apply before the new output serves.
 	Migrations []string
 }
 
@@ -184,7 +187,7 @@ func (e *StaleError) Error() string {
 	}
 	msg += "\nrun `go generate` (or `idemgen generate`) and commit the result"
 	if len(e.Migrations) > 0 {
-		msg += fmt.Sprintf("; %d of them are new key-store migrations: apply them (`idemgen migrate up`, pgstore.Migrate, or your migration tool) before a binary built from the new output serves, as docs/UPGRADING.md says", len(e.Migrations))
+		msg += fmt.Sprintf("; %d of them are new migrations, the key store's or River's: apply them (`idemgen migrate up`, with -river for River's; pgstore.Migrate and idemriver.Migrate; or your migration tool) before a binary built from the new output serves, as docs/UPGRADING.md says", len(e.Migrations))
 	}
 	return msg
 }

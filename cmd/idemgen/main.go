@@ -51,7 +51,7 @@ func init() {
 			about: generateAbout, setup: generateCommand("generate")},
 		{name: "check", summary: "fail, naming the files, if the committed generated files are stale",
 			about: checkAbout, setup: generateCommand("check")},
-		{name: "migrations", summary: "write only the key store's migrations, numbered to fit a directory",
+		{name: "migrations", summary: "write only the key store's migrations (-river: and River's), numbered to fit a directory",
 			about: migrationsAbout, setup: migrationsCommand},
 		{name: "migrate", args: "status|up|down", summary: "apply, roll back or report the key store's migrations on a database",
 			about: migrateAbout, setup: migrateCommand},
@@ -169,6 +169,14 @@ else. They are numbered after the highest version in the directory, in the
 width of the migrations there (timestamps included), and never collide; a
 file idemgen wrote before keeps its version, and one of a format used before
 is removed. dbmate's are stamped with the time they are first written.
+
+With -river, River's migrations follow the key store's, one file per River
+version (NNNN_river_001_create_river_migration), for a service with async
+operations; generate writes them by itself when the spec has one. Each
+applies River's version only where River's river_migration table does not
+list it yet, and lists it there, as idemriver.Migrate and idemgen migrate up
+-river do, so a database migrated either way, or both, has each version
+once. A directory that has River's files keeps them, with or without -river.
 `
 
 const sweepAbout = `Sweep finds the attempts abandoned partway: in flight, their lease ended
@@ -295,7 +303,7 @@ const configHelp = `idemgen.yaml (paths are relative to this file):
   server: std-http            # the HTTP server kind: std-http, chi, echo or gin
   client: true                # optional: oapi-codegen's client and IdempotentClient (one key per call, kept on retries)
   tests: true                 # optional: <package>test, whose Check runs idem/idemtest's protocol checks on every annotated operation
-  migrations:
+  migrations:                 # the key store's, then River's with async operations (idemgen help migrations)
     dir: gen/migrations       # default: <output.dir>/migrations
     format: golang-migrate    # golang-migrate (NNNN_x.up.sql / .down.sql), goose, tern or dbmate; numbered after the dir's own, in their width
     version: 0                # optional: the first version for migrations new to the dir (dbmate's default: the time)
@@ -511,6 +519,7 @@ func migrationsCommand(fs *flag.FlagSet) func(args []string, stdout, stderr io.W
 	dir := fs.String("dir", "migrations", "write the migrations to `dir`")
 	version := fs.Uint64("version", 0, "number the migrations new to the directory from `n` (default: after the highest version there; for dbmate, the time)")
 	quiet := fs.Bool("q", false, "print nothing but errors")
+	river := fs.Bool("river", false, "also write River's migrations, after the key store's, for async operations")
 	lockTimeout := fs.String("lock-timeout", generator.DefaultMigrationLockTimeout.String(), "the lock_timeout each migration sets for its transaction, a `duration`: a busy key table fails it, to be run again, rather than stall requests; 0 leaves the session's own")
 	return func(args []string, stdout, stderr io.Writer) int {
 		if len(args) > 0 {
@@ -524,7 +533,7 @@ func migrationsCommand(fs *flag.FlagSet) func(args []string, stdout, stderr io.W
 			fmt.Fprintf(stderr, "idemgen migrations: %v\n", err)
 			return 1
 		}
-		files, stale, err := generator.MigrationFiles(existing, generator.Migrations{Dir: *dir, Format: string(format), Version: *version, LockTimeout: *lockTimeout})
+		files, stale, err := generator.MigrationFiles(existing, generator.Migrations{Dir: *dir, Format: string(format), Version: *version, LockTimeout: *lockTimeout, River: *river})
 		if ve := (*generator.VersionError)(nil); errors.As(err, &ve) {
 			return usageError(stderr, "migrations", fmt.Sprintf("invalid value %d for -version: %s", ve.Version, ve.Reason()))
 		}

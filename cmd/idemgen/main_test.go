@@ -37,7 +37,7 @@ func TestHelp(t *testing.T) {
 	}{
 		{[]string{"help"}, []string{"Usage:", "\tgenerate ", "\tcheck ", "\tmigrations ", "\tsweep ", "\treap ", "\tversion ", "idemgen help annotations", "idemgen help config"}},
 		{[]string{"help", "sweep"}, []string{"usage: idemgen sweep [-abandoned-for duration] [-batch int] [-config file] [-database-url URL] [-dry-run] [-fail]"}},
-		{[]string{"migrations", "-h"}, []string{"usage: idemgen migrations [-dir dir] [-format format] [-lock-timeout duration] [-q] [-version n]", "in the\nwidth of the migrations there"}},
+		{[]string{"migrations", "-h"}, []string{"usage: idemgen migrations [-dir dir] [-format format] [-lock-timeout duration] [-q] [-river] [-version n]", "in the\nwidth of the migrations there", "With -river, River's migrations follow the key store's"}},
 		{[]string{"help", "annotations"}, []string{"x-idempotent: true", "fingerprint:", "exclude: [/metadata/trace_id, X-Trace-Id]",
 			"scope: {header: X-Account-Id}", "scope: {function: true}", "{header: NAME, function: true}", "none ", "gets a warning"}},
 		{[]string{"help", "config"}, []string{"spec: openapi.yaml", "format: golang-migrate", "skip-prune: true", "//go:generate go tool idemgen -config ../idemgen.yaml"}},

@@ -214,7 +214,7 @@ func migrateStep(ctx context.Context, pool *pgxpool.Pool, m *rivermigrate.Migrat
 		return nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit, a no-op
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLock); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, MigrateLock); err != nil {
 		return nil, fmt.Errorf("wait for other migrators: %w", err)
 	}
 	res, err := m.MigrateTx(ctx, tx, rivermigrate.DirectionUp, &rivermigrate.MigrateOpts{MaxSteps: 1})
@@ -231,8 +231,11 @@ func migrateStep(ctx context.Context, pool *pgxpool.Pool, m *rivermigrate.Migrat
 	return &Migration{Version: v.Version, Name: v.Name, Duration: v.Duration}, nil
 }
 
-// migrateLock is the advisory lock Migrate holds: "idemrivr" in ASCII.
-const migrateLock int64 = 0x6964656d72697672
+// MigrateLock is the transaction-scoped advisory lock Migrate holds while
+// it applies one of River's migrations: "idemrivr" in ASCII. The River
+// migration files idemgen writes take it too, so that a migration tool
+// and Migrate never apply a version at once.
+const MigrateLock int64 = 0x6964656d72697672
 
 // Job is the River job of an accepted request, as FindJob reads it.
 type Job struct {
