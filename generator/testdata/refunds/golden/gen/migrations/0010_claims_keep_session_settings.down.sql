@@ -64,4 +64,7 @@ BEGIN
 END
 $$;
 
-DROP FUNCTION IF EXISTS idemgen_restore_idle_timeouts();
+-- idemgen_restore_idle_timeouts stays: the functions above no longer call
+-- it, but a session that began a call of this migration's versions just
+-- before this rollback committed may still look it up, and would fail.
+-- Applied again, this migration replaces it.
