@@ -110,15 +110,64 @@ func (e *Engine[T]) serveAsync(ctx context.Context, op *Operation, fingerprint [
 		return resp, err
 	}
 	var stored []byte
-	for range maxTries {
+	lc := e.caps.lookupClaimer
+	var waits int
+	var waited time.Duration
+	for tries := 0; tries < maxTries; tries++ {
 		step := e.startStep(ctx, op, StepLookup, "")
 		rec, ok := e.filtered(ctx, id, fingerprint)
-		if !ok {
+		var txn Txn[T]
+		switch {
+		case ok:
+		case lc != nil:
+			// A lookup that claims a free key saves the accept a round
+			// trip, as it does an atomic attempt.
+			err = e.waitStore(ctx, func(ctx context.Context) (err error) {
+				rec, txn, err = lc.LookupClaim(ctx, id, Claim{Fingerprint: fingerprint, TTL: op.TTL, Lease: op.Lease, Generation: 1, PerRequest: e.perRequest})
+				return err
+			})
+		default:
 			rec, err = e.lookup(ctx, id)
 		}
 		e.endLookup(ctx, step, err)
 		if err != nil {
 			return e.storeFailed(ctx, "lookup", err), nil
+		}
+		if txn != nil {
+			at, ok := txn.(AcceptTxn[T])
+			if !ok {
+				// A store whose lookup claims but cannot accept on that
+				// claim: free the key, and accept with a claim of its own.
+				if err := txn.Abort(ctx); err != nil {
+					return e.storeFailed(ctx, "accept", err), nil
+				}
+				lc = nil
+				continue
+			}
+			resp, err := e.acceptClaimed(ctx, op, id, at, txn, fingerprint, request, enqueue)
+			if errors.Is(err, ErrContended) {
+				continue
+			}
+			return resp, err
+		}
+		if rec.Held && !rec.Found && waited < heldWait {
+			// A claim whose row is not visible yet: another request's
+			// accept, committing in a moment (or, from a build that ran
+			// the operation in the request, an atomic attempt). Read again
+			// once it has, so that a retry gets its 202 or 422, not 409.
+			// 2ms, doubling: an accept commits in a few round trips.
+			d := min(heldWait/512<<min(waits, 9), heldWait-waited)
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return e.keyInUse(op, e.retryAfter), nil
+			case <-t.C:
+			}
+			waited += d
+			waits++
+			tries--
+			continue
 		}
 		if rec.Found && !rec.Completed {
 			// Pending or running, whatever its lease: the workers run
@@ -152,12 +201,53 @@ func (e *Engine[T]) serveAsync(ctx context.Context, op *Operation, fingerprint [
 		case errors.Is(err, ErrContended):
 			continue
 		case err != nil:
-			return e.storeFailed(ctx, "accept", err), nil
+			return e.acceptFailed(ctx, err), nil
 		}
 		observed(ctx).claimed(c)
 		return e.asyncAnswer(ctx, op, id, Record{Found: true, Attempt: 1}, OutcomeAccepted), nil
 	}
 	return e.keyInUse(op, e.retryAfter), nil
+}
+
+// acceptFailed answers an accept that failed in the store. No handler
+// runs in it: a transaction that sat idle past the lease's bound was held
+// up by a store that stopped answering, and the client is to retry.
+func (e *Engine[T]) acceptFailed(ctx context.Context, err error) *Response {
+	if errors.Is(err, ErrLeaseOverrun) {
+		err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	}
+	return e.storeFailed(ctx, "accept", err)
+}
+
+// heldWait bounds how long a request of an async operation waits for a
+// claim on its key to show its row, before it is answered 409.
+const heldWait = time.Second
+
+// acceptClaimed accepts request on the key its lookup claimed, txn, with
+// at: the job and the key's row in one commit. It returns ErrContended
+// when the key is to be read again.
+func (e *Engine[T]) acceptClaimed(ctx context.Context, op *Operation, id ID, at AcceptTxn[T], txn Txn[T], fingerprint []byte, request any, enqueue Enqueue[T]) (*Response, error) {
+	stored, resp := e.asyncRequest(op, request)
+	if resp != nil {
+		if err := txn.Abort(ctx); err != nil {
+			return e.storeFailed(ctx, "accept", err), nil
+		}
+		return resp, nil
+	}
+	c := Claim{Fingerprint: fingerprint, TTL: op.TTL, Generation: 1, Request: stored, PerRequest: e.perRequest}
+	step := e.startStep(ctx, op, StepClaim, "")
+	err := at.Accept(ctx, c, func(ctx context.Context, tx T) error {
+		return enqueue(ctx, tx, Accepted{ID: id, Generation: 1})
+	})
+	e.endLookup(ctx, step, err)
+	switch {
+	case errors.Is(err, ErrContended):
+		return nil, err
+	case err != nil:
+		return e.acceptFailed(ctx, err), nil
+	}
+	observed(ctx).claimed(c)
+	return e.asyncAnswer(ctx, op, id, Record{Found: true, Attempt: 1}, OutcomeAccepted), nil
 }
 
 // asyncRequest encodes request for the worker, or answers why it cannot

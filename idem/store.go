@@ -289,6 +289,16 @@ type LookupClaimer[T any] interface {
 	LookupClaim(ctx context.Context, id ID, c Claim) (Record, Txn[T], error)
 }
 
+// AcceptTxn is a Txn of a lookup's claim (LookupClaimer) that can accept
+// a request of an async operation instead of running one: Accept inserts
+// the job with enqueue on the claim's transaction, writes the key's
+// in-flight row holding c.Request, and commits both, or neither (freeing
+// the key). The engine uses it when the store offers it, and Accepter's
+// Accept otherwise.
+type AcceptTxn[T any] interface {
+	Accept(ctx context.Context, c Claim, enqueue func(ctx context.Context, tx T) error) error
+}
+
 // Lease is a phased attempt's committed hold on a key.
 type Lease[T any] interface {
 	// RecoveryPoint is the last point committed for the key when the lease

@@ -49,6 +49,40 @@ func (s *Store) Accept(ctx context.Context, id idem.ID, c idem.Claim, enqueue fu
 	return nil
 }
 
+// Accept accepts an async request on the key this lookup claimed,
+// instead of running it: the job is inserted first (BEGIN rides with it),
+// then the key's in-flight row is written with c.Request, taking the
+// session's claim over to the transaction, and sent with COMMIT. After
+// the lookup that claimed, that is two round trips and one commit, as an
+// atomic attempt's: one fewer than Store.Accept.
+func (t *claimed) Accept(ctx context.Context, c idem.Claim, enqueue func(ctx context.Context, tx pgx.Tx) error) error {
+	if err := enqueue(ctx, t.tx); err != nil {
+		_ = t.free(ctx, true)
+		return classify("enqueue the accepted request's job", err)
+	}
+	row := dbsqlc.AcceptClaimedParams{
+		Scope: t.row.Scope, Operation: t.row.Operation, Key: t.row.Key, Fingerprint: c.Fingerprint,
+		PerRequest: c.PerRequest, Request: c.Request, TtlMs: c.TTL.Milliseconds(), ClaimLock: t.lock,
+	}
+	st := capture(func(q *dbsqlc.Queries) error {
+		_, err := q.AcceptClaimed(ctx, row)
+		return err
+	})
+	release := t.release(ctx)
+	_, released, err := finish(ctx, t.c, "accept", st, !t.tx.begun, &release)
+	switch {
+	case hasCode(err, "23505"):
+		// unique_violation: a row no claimant should have written; the
+		// engine reads the key again.
+		return fmt.Errorf("pgstore: accept: the key has a row already: %w", idem.ErrContended)
+	case err != nil:
+		return err
+	case !released:
+		t.s.poolerNoticed(t.row)
+	}
+	return nil
+}
+
 // acceptInTx is Accept on a store whose database offers no connection
 // of its own (DB is neither a pool nor a connection).
 func (s *Store) acceptInTx(ctx context.Context, id idem.ID, c idem.Claim, enqueue func(ctx context.Context, tx pgx.Tx) error) error {

@@ -334,10 +334,13 @@ func TestStatementBudget(t *testing.T) {
 }
 
 // TestRoundTripBudgetAccept counts an async operation's first request:
-// the lookup; BEGIN with the claim, which writes the key's row; the job's
-// insert (here a statement of the test's, as River's InsertTx is one);
-// COMMIT. One commit, four round trips, and no handler. Its retries while it runs,
-// and its status, are one read-only statement.
+// the lookup, which claims the free key; BEGIN with the job's insert (here
+// a statement of the test's, as River's InsertTx is one); the key's row,
+// which takes the claim over, with COMMIT. One commit, three round trips,
+// as an atomic first execution, and no handler. Its retries while it
+// runs, and its status, are one read-only statement. Without the lookup's
+// claim (a pooler in transaction mode), BEGIN rides with the claim that
+// writes the row, and the COMMIT is a round trip of its own: four.
 func TestRoundTripBudgetAccept(t *testing.T) {
 	ctx := context.Background()
 	trace := &statements{}
@@ -345,7 +348,8 @@ func TestRoundTripBudgetAccept(t *testing.T) {
 	if _, err := pool.Exec(ctx, `CREATE TABLE jobs (id serial PRIMARY KEY, key text)`); err != nil {
 		t.Fatal(err)
 	}
-	engine := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{})
+	store := pgstore.New(pool, pgstore.Options{})
+	engine := idem.NewEngine(store, idem.Options{})
 	op := &idem.Operation{Name: "createExport", TTL: time.Hour, Lease: time.Minute, Async: true, StatusPath: "/exports/{key}"}
 	enqueue := func(ctx context.Context, tx pgx.Tx, a idem.Accepted) error {
 		_, err := tx.Exec(ctx, `INSERT INTO jobs (key) VALUES ($1)`, a.ID.Key)
@@ -373,7 +377,7 @@ func TestRoundTripBudgetAccept(t *testing.T) {
 		}
 		t.Logf("%-10s %d round trips: %v", name, len(got), got)
 	}
-	check("accept", 202, []string{"select", "begin+with", "insert", "commit"}, accept("k1"))
+	check("accept", 202, []string{"select", "begin+insert", "with+commit"}, accept("k1"))
 	check("in progress", 202, []string{"select"}, accept("k1"))
 	r := httptest.NewRequest("GET", "/exports/k1", nil)
 	status, err := engine.Status(idem.WithRequest(ctx, r), op, "k1")
@@ -384,5 +388,69 @@ func TestRoundTripBudgetAccept(t *testing.T) {
 	var jobs int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE key = 'k1'`).Scan(&jobs); err != nil || jobs != 1 {
 		t.Errorf("%d jobs for k1 (%v), want 1", jobs, err)
+	}
+
+	// Store.Accept itself, as the engine uses it where the lookup did not
+	// claim: BEGIN with the claim, the job, COMMIT.
+	trace.take()
+	err = store.Accept(ctx, idem.ID{Operation: op.Name, Key: "k2"}, idem.Claim{Fingerprint: []byte("fp"), TTL: time.Hour, Generation: 1, Request: []byte(`{}`)},
+		func(ctx context.Context, tx pgx.Tx) error {
+			return enqueue(ctx, tx, idem.Accepted{ID: idem.ID{Key: "k2"}, Generation: 1})
+		})
+	if got, want := trace.take(), []string{"begin+with", "insert", "commit"}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("Store.Accept: %v with statements %v, want %v", err, got, want)
+	}
+}
+
+// An accept whose transaction sits idle past its bound, as one held up by
+// a database that stopped answering, is ended by PostgreSQL with neither
+// the key's row nor the job: the answer is a 503 to retry, not an internal
+// error, and the retry is accepted.
+func TestAcceptIdlePastBoundIsUnavailable(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, nil)
+	if _, err := pool.Exec(ctx, `CREATE TABLE jobs (id serial PRIMARY KEY, key text)`); err != nil {
+		t.Fatal(err)
+	}
+	engine := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{})
+	op := &idem.Operation{Name: "createExport", TTL: time.Hour, Lease: time.Minute, Async: true, StatusPath: "/exports/{key}"}
+	stall := true
+	enqueue := func(ctx context.Context, tx pgx.Tx, a idem.Accepted) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO jobs (key) VALUES ($1)`, a.ID.Key); err != nil {
+			return err
+		}
+		if stall {
+			if _, err := tx.Exec(ctx, `SET LOCAL idle_in_transaction_session_timeout = '10ms'`); err != nil {
+				return err
+			}
+			// The time the transaction sits idle: what PostgreSQL's timeout
+			// ends it for.
+			time.Sleep(300 * time.Millisecond)
+		}
+		return nil
+	}
+	accept := func() *idem.Response {
+		t.Helper()
+		r := httptest.NewRequest("POST", "/exports", nil)
+		r.Header.Set(idem.HeaderKey, "k1")
+		resp, err := engine.ServeAsync(idem.WithRequest(ctx, r), op, []byte("fp"), map[string]string{"format": "csv"}, enqueue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if resp := accept(); resp.Status != http.StatusServiceUnavailable || !strings.Contains(string(resp.Body), "store-unavailable") {
+		t.Errorf("accept cut off idle: %d %s, want 503 store-unavailable", resp.Status, resp.Body)
+	}
+	var rows, jobs int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM idempotency_keys WHERE key = 'k1'), (SELECT count(*) FROM jobs)`).Scan(&rows, &jobs); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 0 || jobs != 0 {
+		t.Errorf("%d rows and %d jobs left by the accept cut off, want none", rows, jobs)
+	}
+	stall = false
+	if resp := accept(); resp.Status != http.StatusAccepted {
+		t.Errorf("retry: %d %s, want 202", resp.Status, resp.Body)
 	}
 }

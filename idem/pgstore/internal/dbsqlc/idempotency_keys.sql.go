@@ -11,6 +11,55 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const acceptClaimed = `-- name: AcceptClaimed :one
+WITH claim AS (
+    SELECT idemgen_hand_over_claim($8::bigint) AS handed_over
+)
+INSERT INTO idempotency_keys
+    (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived, per_request, request, created_at, expires_at)
+SELECT $1::text, $2::text, $3::text, $4::bytea,
+    'in_flight', now(), '', 1, 1, true, $5::boolean, $6::bytea,
+    now(), now() + $7::bigint * interval '1 millisecond'
+FROM claim
+RETURNING (SELECT handed_over FROM claim)::boolean AS handed_over
+`
+
+type AcceptClaimedParams struct {
+	Scope       string
+	Operation   string
+	Key         string
+	Fingerprint []byte
+	PerRequest  bool
+	Request     []byte
+	TtlMs       int64
+	ClaimLock   int64
+}
+
+// Writes the in-flight row of an async request whose lookup claimed its
+// key (claim_lock), in the transaction of its job's insert and sent with
+// its COMMIT: the row keeps the request for the worker, and its lease has
+// passed already, so that the first worker takes it over at once. The
+// claim is handed over to the transaction, so that COMMIT frees the key
+// (see migration 0008); handed_over is false when this session held no
+// such claim. A lookup claims only a key without a row, and every other
+// claimant waits for its lock: the row is new, and a row found there
+// fails the insert, and so the COMMIT with it, job and all.
+func (q *Queries) AcceptClaimed(ctx context.Context, arg AcceptClaimedParams) (bool, error) {
+	row := q.db.QueryRow(ctx, acceptClaimed,
+		arg.Scope,
+		arg.Operation,
+		arg.Key,
+		arg.Fingerprint,
+		arg.PerRequest,
+		arg.Request,
+		arg.TtlMs,
+		arg.ClaimLock,
+	)
+	var handed_over bool
+	err := row.Scan(&handed_over)
+	return handed_over, err
+}
+
 const beginPhase = `-- name: BeginPhase :exec
 SELECT idemgen_start_phase($1::bigint, $2::bigint,
     $3::text, $4::text, $5::text, $6::integer, $7::bigint)

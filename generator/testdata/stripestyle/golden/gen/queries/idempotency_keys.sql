@@ -173,6 +173,27 @@ SET recovery_point = sqlc.arg(recovery_point)
 WHERE scope = sqlc.arg(scope) AND operation = sqlc.arg(operation) AND key = sqlc.arg(key)
   AND status = 'in_flight' AND attempt = sqlc.arg(attempt);
 
+-- name: AcceptClaimed :one
+-- Writes the in-flight row of an async request whose lookup claimed its
+-- key (claim_lock), in the transaction of its job's insert and sent with
+-- its COMMIT: the row keeps the request for the worker, and its lease has
+-- passed already, so that the first worker takes it over at once. The
+-- claim is handed over to the transaction, so that COMMIT frees the key
+-- (see migration 0008); handed_over is false when this session held no
+-- such claim. A lookup claims only a key without a row, and every other
+-- claimant waits for its lock: the row is new, and a row found there
+-- fails the insert, and so the COMMIT with it, job and all.
+WITH claim AS (
+    SELECT idemgen_hand_over_claim(sqlc.arg(claim_lock)::bigint) AS handed_over
+)
+INSERT INTO idempotency_keys
+    (scope, operation, key, fingerprint, status, locked_until, recovery_point, attempt, generation, derived, per_request, request, created_at, expires_at)
+SELECT sqlc.arg(scope)::text, sqlc.arg(operation)::text, sqlc.arg(key)::text, sqlc.arg(fingerprint)::bytea,
+    'in_flight', now(), '', 1, 1, true, sqlc.arg(per_request)::boolean, sqlc.narg(request)::bytea,
+    now(), now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond'
+FROM claim
+RETURNING (SELECT handed_over FROM claim)::boolean AS handed_over;
+
 -- name: ReleaseKey :execrows
 -- Ends a phased attempt's lease early, after a handler error, so that a
 -- retry takes over at once and resumes from the recovery point.
