@@ -35,6 +35,9 @@ type Args struct {
 	Operation  string `json:"operation"`
 	Key        string `json:"key"`
 	Generation int64  `json:"generation"`
+	// Rescues, in a job the Rescuer inserted, is the ID of the job whose
+	// worker died: one rescue per stuck job.
+	Rescues int64 `json:"rescues,omitempty"`
 }
 
 // ArgsOf are the job arguments of accepted request a.

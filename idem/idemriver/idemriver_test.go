@@ -677,8 +677,10 @@ type killedJob struct{ exportJob }
 func (killedJob) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: killedQueue} }
 
 // killableWorker runs a River client that works killedQueue with a
-// handler that writes its effect, says so with NOTIFY, and never returns:
-// the test kills this process there, with the effect uncommitted.
+// handler of two phases: the first commits its effect and the recovery
+// point "written"; the second writes its effect, says so with NOTIFY, and
+// never returns: the test kills this process there, with that effect
+// uncommitted.
 func killableWorker(url string) {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, url)
@@ -690,6 +692,10 @@ func killableWorker(url string) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, idemriver.NewWorker[pgx.Tx, killedJob](engine, op, func(context.Context, []byte) (idem.PhaseFunc[pgx.Tx], error) {
 		return func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (string, idem.Writer, error) {
+			if at.RecoveryPoint() == "" {
+				_, err := at.Tx().Exec(ctx, `INSERT INTO effects (key, account) VALUES ($1, 'first phase')`, at.Key())
+				return "written", nil, err
+			}
 			if _, err := at.Tx().Exec(ctx, `INSERT INTO effects (key, account) VALUES ($1, 'killed')`, at.Key()); err != nil {
 				return "", nil, err
 			}
@@ -717,32 +723,41 @@ func killableWorker(url string) {
 }
 
 func killedOperation() *idem.Operation {
-	return &idem.Operation{Name: "createExport", TTL: time.Hour, Lease: 2 * time.Second, Async: true, Path: "/exports", StatusPath: "/exports/requests/{key}"}
+	return &idem.Operation{Name: "createExport", TTL: time.Hour, Lease: time.Minute, Async: true, Path: "/exports",
+		StatusPath: "/exports/requests/{key}", RecoveryPoints: []string{"written"}}
 }
 
-// A worker killed with SIGKILL in the middle of its handler, in a process
-// of its own, leaves its effect uncommitted and its job running in
-// River's eyes; once River rescues the job, another worker takes the key
-// over after its lease and runs the request to its response: one effect.
+// A worker killed with SIGKILL in the middle of its second phase, in a
+// process of its own, leaves that phase's effect uncommitted, its job
+// running in River's eyes and the key in flight. While the key's lease
+// runs, the Rescuer leaves the job alone; once it has passed, the Rescuer
+// inserts one job for the request (once, however often it runs), and a
+// live worker takes the key over and resumes at the recovery point: the
+// first phase's effect once, the second's once. River's own rescuer,
+// which would retry the stuck job an hour later here, takes no part.
 func TestAsyncWorkerKilled(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t)
 	url := pool.Config().ConnString()
-	// Its bound on a run is what River waits for before it takes the job
-	// for stuck: 2s of lease and 100ms waits make 2.4s.
 	h := newHarness(t, pool, idem.Options{StoreTimeout: 100 * time.Millisecond})
 	h.op = killedOperation()
+	var resumedAt atomic.Value
 	workers := river.NewWorkers()
-	river.AddWorker(workers, idemriver.NewWorker[pgx.Tx, killedJob](h.engine, h.op, h.phases, slog.New(slog.DiscardHandler)))
-	// This client starts first, so it leads, and runs River's rescuer;
-	// it works killedQueue only once the other worker is dead.
+	river.AddWorker(workers, idemriver.NewWorker[pgx.Tx, killedJob](h.engine, h.op, func(context.Context, []byte) (idem.PhaseFunc[pgx.Tx], error) {
+		return func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (string, idem.Writer, error) {
+			resumedAt.Store(at.RecoveryPoint())
+			if _, err := at.Tx().Exec(ctx, `INSERT INTO effects (key, account) VALUES ($1, 'takeover')`, at.Key()); err != nil {
+				return "", nil, err
+			}
+			return "", created(`{"account":"acct"}`), nil
+		}, nil
+	}, slog.New(slog.DiscardHandler)))
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues:               map[string]river.QueueConfig{"idle": {MaxWorkers: 1}},
 		Workers:              workers,
 		FetchCooldown:        10 * time.Millisecond,
 		FetchPollInterval:    50 * time.Millisecond,
-		JobTimeout:           time.Second, // River's default for other kinds; the worker's Timeout is its own
-		RescueStuckJobsAfter: time.Second,
+		RescueStuckJobsAfter: time.Hour,
 		RetryPolicy:          retryAtOnce{},
 		Logger:               slog.New(slog.DiscardHandler),
 		TestOnly:             true,
@@ -759,6 +774,7 @@ func TestAsyncWorkerKilled(t *testing.T) {
 		defer cancel()
 		_ = client.Stop(ctx)
 	})
+	rescuer := idemriver.NewRescuer(client, pool, pgstore.New(pool, pgstore.Options{}), idemriver.RescuerOptions{Grace: time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	listen, err := pgx.Connect(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
@@ -784,20 +800,39 @@ func TestAsyncWorkerKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := listen.WaitForNotification(ctx); err != nil {
-		t.Fatalf("the worker process never ran the handler: %v", err)
+		t.Fatalf("the worker process never ran the second phase: %v", err)
+	}
+	if run := rescuer.RunOnce(ctx); run.Err != nil || run.Running != 1 || run.Rescued != 0 {
+		t.Fatalf("rescuer while the worker holds the lease: %+v, want the job seen and left alone", run)
 	}
 	if err := worker.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = worker.Wait()
+	// The lease of a minute passes at once, as it would in a minute.
+	if _, err := pool.Exec(ctx, `UPDATE idempotency_keys SET locked_until = now() - interval '1 second' WHERE key = 'exp-killed'`); err != nil {
+		t.Fatal(err)
+	}
+	if run := rescuer.RunOnce(ctx); run.Err != nil || run.Rescued != 1 {
+		t.Fatalf("rescuer once the lease passed: %+v, want one job rescued", run)
+	}
+	if run := rescuer.RunOnce(ctx); run.Err != nil || run.Rescued != 0 {
+		t.Fatalf("rescuer run again: %+v, want the stuck job rescued once only", run)
+	}
 	if err := client.Queues().Add(killedQueue, river.QueueConfig{MaxWorkers: 2}); err != nil {
 		t.Fatal(err)
 	}
-	// River's rescuer runs every 30s on the leader, so the job is rescued
-	// and run again within about 30s; the bound only stops a hang.
-	awaitWithin(t, events, 1, 5*time.Minute)
-	if n := h.effects("exp-killed"); n != 1 {
-		t.Errorf("%d effects, want 1: the killed worker's rolled back, the takeover's committed", n)
+	await(t, events, 1)
+	var first, killed, takeover int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE account = 'first phase'), count(*) FILTER (WHERE account = 'killed'),
+		count(*) FILTER (WHERE account = 'takeover') FROM effects WHERE key = 'exp-killed'`).Scan(&first, &killed, &takeover); err != nil {
+		t.Fatal(err)
+	}
+	if first != 1 || killed != 0 || takeover != 1 {
+		t.Errorf("effects: first phase %d, killed phase %d, takeover %d; want 1, 0, 1", first, killed, takeover)
+	}
+	if p, _ := resumedAt.Load().(string); p != "written" {
+		t.Errorf("the takeover ran from recovery point %q, want written", p)
 	}
 	if resp, st := h.status("exp-killed", ""); st.Status != idem.AsyncSucceeded {
 		t.Errorf("status after the takeover: %d %s", resp.Status, resp.Body)
@@ -832,9 +867,10 @@ func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
-// Accepting a request with River's InsertTx costs four round trips, one
-// commit: the lookup, BEGIN with the claim, River's insert, COMMIT (and,
-// now and then, River's notification of the insert); on a pool of one
+// Accepting a request with River's InsertTx costs three round trips, one
+// commit, as an atomic first execution does: the lookup, which claims the
+// free key; BEGIN with River's insert; the key's row with COMMIT (and, now
+// and then, River's notification of the insert); on a pool of one
 // connection too.
 func TestAcceptRoundTrips(t *testing.T) {
 	t.Parallel()
@@ -860,10 +896,72 @@ func TestAcceptRoundTrips(t *testing.T) {
 	if resp := h.post("trips", "", "acct"); resp.Status != http.StatusAccepted {
 		t.Fatalf("accept: %d %s", resp.Status, resp.Body)
 	}
-	if n := trips.n.Load() - before; n != 4 {
+	if n := trips.n.Load() - before; n != 3 {
 		trips.mu.Lock()
 		defer trips.mu.Unlock()
-		t.Errorf("accepting took %d round trips, want 4: %q", n, trips.sql[max(0, len(trips.sql)-int(n)-3):])
+		t.Errorf("accepting took %d round trips, want 3: %q", n, trips.sql[max(0, len(trips.sql)-int(n)-3):])
+	}
+	if _, st := h.status("trips", ""); st.Status != idem.AsyncPending && st.Status != idem.AsyncRunning && st.Status != idem.AsyncSucceeded {
+		t.Errorf("status after the accept: %q", st.Status)
+	}
+}
+
+// Copies of a first request sent at once, while the first of them is
+// being accepted, get 202 too, never 409: they wait the moment it takes
+// for its row to show. One row, one job. On a pool of four connections
+// and of one.
+func TestAsyncDuplicatesWhileAccepting(t *testing.T) {
+	t.Parallel()
+	for _, size := range []int32{4, 1} {
+		t.Run(fmt.Sprintf("MaxConns=%d", size), func(t *testing.T) {
+			t.Parallel()
+			cfg, err := pgxpool.ParseConfig(newPool(t).Config().ConnString())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.MaxConns = size
+			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			h := newHarness(t, pool, idem.Options{})
+			const copies = 8
+			for round := range 5 {
+				key := fmt.Sprintf("dup-%d", round)
+				start := make(chan struct{})
+				statuses := make([]int, copies)
+				var wg sync.WaitGroup
+				for i := range copies {
+					wg.Go(func() {
+						r := httptest.NewRequest("POST", "/v1/exports", nil)
+						r.Header.Set(idem.HeaderKey, key)
+						<-start
+						resp, err := h.engine.ServeAsync(idem.WithRequest(context.Background(), r), h.op, []byte("acct"),
+							exportRequest{Account: "acct"}, idemriver.Enqueue[pgx.Tx](h.insert, newExportJob))
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						statuses[i] = resp.Status
+					})
+				}
+				close(start)
+				wg.Wait()
+				for i, st := range statuses {
+					if st != http.StatusAccepted {
+						t.Errorf("%s: copy %d answered %d, want 202", key, i, st)
+					}
+				}
+				var jobs int
+				if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE args->>'key' = $1`, key).Scan(&jobs); err != nil {
+					t.Fatal(err)
+				}
+				if jobs != 1 {
+					t.Errorf("%s: %d jobs, want 1", key, jobs)
+				}
+			}
+		})
 	}
 }
 

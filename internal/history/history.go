@@ -3,9 +3,12 @@
 // so that they collide all the time, with handler errors, panics, client
 // cancels, killed connections and slow phases, while TTLs and leases pass
 // and the reaper, the sweeper and, on a store that lists abandoned
-// attempts, the completer run in between. Every answer, handler run and
-// committed effect is recorded, and the whole history is then checked
-// against the protocol's invariants (see History.Check).
+// attempts, the completer run in between. With a job queue (Harness.Async,
+// River's in WithRiver), requests of an async operation are accepted and
+// run on workers that die mid-run now and then, and whose requests a
+// rescuer takes over. Every answer, handler run and committed effect is
+// recorded, and the whole history is then checked against the protocol's
+// invariants (see History.Check).
 //
 // Each mechanism has its own tests; this is where their seams are proven.
 package history
@@ -113,8 +116,44 @@ type Harness[T any] struct {
 	// createPayment.
 	Operations [2]string
 
+	// Async, when set, adds an async operation (AsyncOperation) to the
+	// requests: accepted with a job, run on the harness's workers, which
+	// die as a disturbance. Only with the checker's own engine (no Send).
+	Async *Async[T]
+
 	// complete runs the completer once, when the checker has one.
 	complete func(t testing.TB)
+}
+
+// AsyncOperation names the async operation of a harness with Async.
+const AsyncOperation = "createExport"
+
+// Async is what runs the async operation's accepted requests: workers
+// of a job queue, in processes of their own.
+type Async[T any] struct {
+	// Enqueue inserts the job of an accepted request on its claim's
+	// transaction.
+	Enqueue idem.Enqueue[T]
+	// Start starts the workers, which run each job with work. Each worker
+	// has an engine of its own (a process's), made with work.Options.
+	Start func(t testing.TB, work AsyncWork[T])
+	// Rescue, when set, runs once what takes over the requests of workers
+	// that died, once their lease has passed.
+	Rescue func(t testing.TB)
+	// Drain waits until no accepted request is left in flight, running
+	// Rescue as it needs, and reports those left when its bound passes.
+	Drain func(t testing.TB) []string
+}
+
+// AsyncWork is what the workers run: the operation, the engine's options,
+// and the phases of a stored request. die kills the worker that runs
+// them, where the request says to: its connection to the store is ended
+// and the run never returns while the checker runs, as a process killed
+// mid-run; die returns once the checker is done.
+type AsyncWork[T any] struct {
+	Operation *idem.Operation
+	Options   idem.Options
+	Phases    func(ctx context.Context, request []byte, die func(context.Context, *idem.Attempt[T])) (idem.PhaseFunc[T], error)
 }
 
 // Request is what a client sends: a key's use, and which of the key's two
@@ -123,6 +162,13 @@ type Request struct {
 	ID      idem.ID
 	Phased  bool
 	Variant int
+	// Async requests are stored with their key for the worker that runs
+	// them, with what it does: the client and request that sent them,
+	// the behaviour and the phase its fault strikes in.
+	Async       bool   `json:",omitempty"`
+	Client, Seq int    `json:",omitempty"`
+	Behaviour   string `json:",omitempty"`
+	FaultPhase  string `json:",omitempty"`
 }
 
 // Handle runs one handler invocation, an atomic attempt or one phase, and
@@ -202,6 +248,10 @@ const (
 	kill     behaviour = "kill"   // its connection to the store is ended
 	badSQL   behaviour = "bad-statement"
 	slow     behaviour = "slow" // its phases take 0.4 of the lease each
+	// Of async requests, on their workers: the worker dies mid-run; the
+	// handler fails on every run, so that the job runs out of attempts.
+	workerDies behaviour = "worker-dies"
+	failAlways behaviour = "error-every-run"
 )
 
 // request is one request of the history and what came of it.
@@ -209,6 +259,7 @@ type request struct {
 	client, seq int
 	id          idem.ID
 	phased      bool
+	async       bool
 	variant     int // which of the key's two requests: its fingerprint
 	behaviour   behaviour
 	faultPhase  string // the phase its fault strikes in
@@ -250,10 +301,13 @@ type History struct {
 	// whose span covers the completer's run: not answers to anyone, but
 	// holders of their keys while they run.
 	completions []*request
-	runs        []*run
-	effects     []Effect
-	logs        *recorder
-	after       []string
+	// workerRuns are the async requests' runs on workers, as requests
+	// whose span covers the run: holders of their keys while they run.
+	workerRuns []*request
+	runs       []*run
+	effects    []Effect
+	logs       *recorder
+	after      []string
 	// stalls are when the store stopped answering (Harness.Stall).
 	stalls [][2]time.Time
 	// forgets are the operator's forgets (Harness.Forget), which hold
@@ -305,6 +359,14 @@ func RunOn[T any](t testing.TB, hist *History, h Harness[T]) *History {
 		{Name: h.Operations[0], TTL: time.Hour, Lease: cfg.Lease},
 		{Name: h.Operations[1], TTL: time.Hour, Lease: cfg.Lease, RecoveryPoints: h.Points},
 	}
+	var asyncOp *idem.Operation
+	if h.Async != nil {
+		if h.Send != nil {
+			t.Fatal("history: Async needs the checker's own engine, not Send")
+		}
+		asyncOp = &idem.Operation{Name: AsyncOperation, TTL: time.Hour, Lease: cfg.Lease, RecoveryPoints: h.Points,
+			Async: true, Path: "/exports", StatusPath: "/exports/{key}"}
+	}
 	if h.Send == nil {
 		hist.perRequest = cfg.Seed%2 == 1
 		// The checker's own engine keeps the phased requests for the
@@ -313,7 +375,10 @@ func RunOn[T any](t testing.TB, hist *History, h Harness[T]) *History {
 			ops[1].Abandoned = idem.AbandonedComplete
 			h.complete = completer(h, hist, ops[1])
 		}
-		h.Send = engineSend(h, hist, ops)
+		h.Send = engineSend(h, hist, ops, asyncOp)
+	}
+	if asyncOp != nil {
+		h.Async.Start(t, asyncWork(h, hist, asyncOp))
 	}
 
 	if stall := h.Stall; stall != nil {
@@ -370,12 +435,21 @@ func RunOn[T any](t testing.TB, hist *History, h Harness[T]) *History {
 	clients.Wait()
 	stop()
 	chaos.Wait()
+	if h.Async != nil {
+		// Every accepted request runs to its response, its workers'
+		// deaths and the disturbances notwithstanding.
+		hist.after = append(hist.after, h.Async.Drain(t)...)
+	}
 	if h.Settle != nil {
 		h.Settle(t)
 	}
 
+	all := ops[:]
+	if asyncOp != nil {
+		all = append(all, asyncOp)
+	}
 	for _, s := range scopes {
-		for _, op := range ops {
+		for _, op := range all {
 			for _, k := range keys {
 				id := idem.ID{Scope: s, Operation: op.Name, Key: k}
 				h.AgeLease(t, id)
@@ -415,7 +489,14 @@ func disturb[T any](ctx context.Context, t testing.TB, h Harness[T], seed uint64
 // disturbOnce makes the TTL or lease of a random key pass, or runs the
 // reaper, the sweeper, the completer or a migration, or does nothing.
 func disturbOnce[T any](t testing.TB, h Harness[T], rng *rand.Rand) {
-	id := idem.ID{Scope: scopes[rng.IntN(len(scopes))], Operation: h.Operations[rng.IntN(2)], Key: keys[rng.IntN(len(keys))]}
+	names := h.Operations[:]
+	if h.Async != nil {
+		names = append(names, AsyncOperation)
+		if h.Async.Rescue != nil && rng.IntN(4) == 0 {
+			h.Async.Rescue(t)
+		}
+	}
+	id := idem.ID{Scope: scopes[rng.IntN(len(scopes))], Operation: names[rng.IntN(len(names))], Key: keys[rng.IntN(len(keys))]}
 	switch n := rng.IntN(10); {
 	case n < 3:
 		h.Age(t, id)
@@ -486,79 +567,50 @@ var errFault = errors.New("history: the handler failed as told")
 
 // send plans one request from rng, sends it and records it.
 func send[T any](t testing.TB, h Harness[T], hist *History, rng *rand.Rand, client, seq int, ops [2]*idem.Operation) {
-	phased := rng.IntN(2) == 1
-	op := ops[0]
-	if phased {
-		op = ops[1]
+	async := h.Async != nil && rng.IntN(4) == 0
+	phased := !async && rng.IntN(2) == 1
+	name := ops[0].Name
+	switch {
+	case async:
+		name = AsyncOperation
+	case phased:
+		name = ops[1].Name
 	}
-	r := &request{client: client, seq: seq, phased: phased,
-		id:      idem.ID{Scope: scopes[rng.IntN(len(scopes))], Operation: op.Name, Key: keys[rng.IntN(len(keys))]},
+	r := &request{client: client, seq: seq, phased: phased, async: async,
+		id:      idem.ID{Scope: scopes[rng.IntN(len(scopes))], Operation: name, Key: keys[rng.IntN(len(keys))]},
 		variant: pick(rng, []int{0, 1}, []int{85, 15}),
 	}
-	behaviours := []behaviour{succeed, fail, panicked, cancel, kill, slow, badSQL}
-	weights := []int{70, 8, 4, 6, 0, 0, 0}
+	behaviours := []behaviour{succeed, fail, panicked, cancel, kill, slow, badSQL, workerDies, failAlways}
+	weights := []int{70, 8, 4, 6, 0, 0, 0, 0, 0}
 	if h.Kill != nil {
 		weights[4] = 4
 	}
-	if hist.cfg.Slow && phased {
+	if hist.cfg.Slow && (phased || async) {
 		weights[5] = 6
 	}
 	if h.Statement != nil {
 		weights[6] = 6
 	}
+	if async {
+		// No client waits on the handler of an async request: it does
+		// not hang up on it; its worker dies instead.
+		weights[3], weights[7], weights[8] = 0, 6, 2
+	}
 	r.behaviour = pick(rng, behaviours, weights)
-	if phased {
+	if phased || async {
 		r.faultPhase = append([]string{""}, h.Points...)[rng.IntN(len(h.Points)+1)]
 	}
 
 	ctx, hangUp := context.WithCancel(context.Background())
 	defer hangUp()
-	// handle runs one handler invocation: it records its run, writes its
-	// effect and does what the request's behaviour says.
 	handle := func(ctx context.Context, at *idem.Attempt[T]) (string, error) {
-		rn := &run{req: r, generation: at.Generation(), derived: at.DerivedKey("charge"), phase: at.RecoveryPoint(),
-			token: fmt.Sprintf("c%d-r%d-%s-%d", client, seq, at.RecoveryPoint(), rng.Uint32()), start: h.Now()}
-		hist.mu.Lock()
-		hist.runs = append(hist.runs, rn)
-		hist.mu.Unlock()
-		eff := Effect{Scope: r.id.Scope, Operation: r.id.Operation, Key: at.Key(), Generation: at.Generation(), Phase: at.RecoveryPoint(), Token: rn.token}
-		if h.Transactional {
-			if err := h.Effect(ctx, at, eff); err != nil {
-				return "", err
-			}
-		}
-		if r.behaviour == slow {
-			// The phase's own work, which takes time: what the run is about.
-			time.Sleep(hist.cfg.Lease * 4 / 10)
-		}
-		if at.RecoveryPoint() == r.faultPhase {
-			switch r.behaviour {
-			case fail:
-				return "", errFault
-			case panicked:
-				panic("history: the handler panicked as told")
-			case cancel:
-				hangUp()
-				<-ctx.Done() // the server notices the client has gone
-				return "", ctx.Err()
-			case kill:
-				if err := h.Kill(ctx, at); err != nil {
-					return "", err
-				}
-			case badSQL:
-				return "", h.Statement(ctx, at)
-			}
-		}
-		if !h.Transactional {
-			if err := h.Effect(ctx, at, eff); err != nil {
-				return "", err
-			}
-		}
-		return rn.token, nil
+		token := fmt.Sprintf("c%d-r%d-%s-%d", client, seq, at.RecoveryPoint(), rng.Uint32())
+		return runHandler(ctx, h, hist, r, at, token, at.RecoveryPoint() == r.faultPhase, hangUp, nil)
 	}
 
 	r.start = h.Now()
-	a := h.Send(ctx, Request{ID: r.id, Phased: phased, Variant: r.variant}, handle)
+	a := h.Send(ctx, Request{ID: r.id, Phased: phased, Variant: r.variant,
+		Async: async, Client: client, Seq: seq, Behaviour: string(r.behaviour), FaultPhase: r.faultPhase}, handle)
 	r.end = h.Now()
 	r.status, r.problem, r.replayed, r.body, r.token = a.Status, a.Problem, a.Replayed, a.Body, a.Token
 	hist.mu.Lock()
@@ -566,9 +618,113 @@ func send[T any](t testing.TB, h Harness[T], hist *History, rng *rand.Rand, clie
 	hist.mu.Unlock()
 }
 
+// errWorkerDied is the error of a run whose worker died, once the
+// checker is done with the history.
+var errWorkerDied = errors.New("history: the worker died")
+
+// runHandler runs one handler invocation of r, an atomic attempt or one
+// phase: it records its run, writes its effect and, where fault is set,
+// does what the request's behaviour says.
+func runHandler[T any](ctx context.Context, h Harness[T], hist *History, r *request, at *idem.Attempt[T], token string, fault bool,
+	hangUp func(), die func(context.Context, *idem.Attempt[T])) (string, error) {
+	rn := &run{req: r, generation: at.Generation(), derived: at.DerivedKey("charge"), phase: at.RecoveryPoint(), token: token, start: h.Now()}
+	hist.mu.Lock()
+	hist.runs = append(hist.runs, rn)
+	hist.mu.Unlock()
+	eff := Effect{Scope: r.id.Scope, Operation: r.id.Operation, Key: at.Key(), Generation: at.Generation(), Phase: at.RecoveryPoint(), Token: rn.token}
+	if h.Transactional {
+		if err := h.Effect(ctx, at, eff); err != nil {
+			return "", err
+		}
+	}
+	if r.behaviour == slow {
+		// The phase's own work, which takes time: what the run is about.
+		time.Sleep(hist.cfg.Lease * 4 / 10)
+	}
+	if fault {
+		switch r.behaviour {
+		case fail, failAlways:
+			return "", errFault
+		case panicked:
+			panic("history: the handler panicked as told")
+		case cancel:
+			hangUp()
+			<-ctx.Done() // the server notices the client has gone
+			return "", ctx.Err()
+		case kill:
+			if err := h.Kill(ctx, at); err != nil {
+				return "", err
+			}
+		case badSQL:
+			return "", h.Statement(ctx, at)
+		case workerDies:
+			die(ctx, at)
+			return "", errWorkerDied
+		}
+	}
+	if !h.Transactional {
+		if err := h.Effect(ctx, at, eff); err != nil {
+			return "", err
+		}
+	}
+	return rn.token, nil
+}
+
+// asyncWork is what the workers of op run: the stored request's phases,
+// whose runs and effects are recorded as a client's are. A request's
+// fault strikes once in each phase of its use, but for failAlways, which
+// fails every run until its job runs out of attempts.
+func asyncWork[T any](h Harness[T], hist *History, op *idem.Operation) AsyncWork[T] {
+	var struck sync.Map // use and phase -> the fault struck there
+	var runs atomic.Int64
+	return AsyncWork[T]{
+		Operation: op,
+		Options:   idem.Options{Logger: hist.Logger(), Tracer: h.Tracer, StoreTimeout: h.StoreTimeout, DerivedKeysPerRequest: hist.perRequest},
+		Phases: func(_ context.Context, raw []byte, die func(context.Context, *idem.Attempt[T])) (idem.PhaseFunc[T], error) {
+			var req Request
+			if err := json.Unmarshal(raw, &req); err != nil {
+				return nil, err
+			}
+			// The run, as a request of its own that holds the key while
+			// it runs (see inFlight).
+			r := &request{client: req.Client, seq: req.Seq, id: req.ID, async: true, variant: req.Variant,
+				behaviour: behaviour(req.Behaviour), faultPhase: req.FaultPhase, start: h.Now(), end: h.Now().Add(time.Hour)}
+			hist.mu.Lock()
+			hist.workerRuns = append(hist.workerRuns, r)
+			hist.mu.Unlock()
+			ended := func(at time.Time) {
+				hist.mu.Lock()
+				r.end = at
+				hist.mu.Unlock()
+			}
+			// A dead worker's key stays held until its lease passes.
+			dies := func(ctx context.Context, at *idem.Attempt[T]) {
+				ended(h.Now().Add(op.Lease))
+				die(ctx, at)
+			}
+			n := runs.Add(1)
+			run := phases(op, func(ctx context.Context, at *idem.Attempt[T]) (string, error) {
+				fault := at.RecoveryPoint() == r.faultPhase
+				if fault && r.behaviour != failAlways {
+					_, done := struck.LoadOrStore(use(r.id.Scope, r.id.Operation, r.id.Key, at.Generation())+" "+at.RecoveryPoint(), true)
+					fault = !done
+				}
+				return runHandler(ctx, h, hist, r, at, fmt.Sprintf("w%d-c%d-r%d-%s", n, r.client, r.seq, at.RecoveryPoint()), fault, nil, dies)
+			})
+			return func(ctx context.Context, at *idem.Attempt[T]) (string, idem.Writer, error) {
+				point, w, err := run(ctx, at)
+				if err != nil || point == "" {
+					ended(h.Now())
+				}
+				return point, w, err
+			}, nil
+		},
+	}
+}
+
 // engineSend sends requests through an engine of the checker's own on
 // h.Store, whose handlers answer a JSON body with the run's token.
-func engineSend[T any](h Harness[T], hist *History, ops [2]*idem.Operation) func(context.Context, Request, Handle[T]) Answer {
+func engineSend[T any](h Harness[T], hist *History, ops [2]*idem.Operation, asyncOp *idem.Operation) func(context.Context, Request, Handle[T]) Answer {
 	e := idem.NewEngine(h.Store, idem.Options{Logger: hist.Logger(), Tracer: h.Tracer, StoreTimeout: h.StoreTimeout, DerivedKeysPerRequest: hist.perRequest, Scope: func(_ context.Context, r *http.Request) (string, error) {
 		return r.Header.Get(scopeHeader), nil
 	}})
@@ -580,9 +736,12 @@ func engineSend[T any](h Harness[T], hist *History, ops [2]*idem.Operation) func
 		fingerprint := []byte(fmt.Sprintf("%s variant %d", req.ID.Key, req.Variant))
 		var resp *idem.Response
 		var err error
-		if req.Phased {
+		switch {
+		case req.Async:
+			resp, err = e.ServeAsync(ctx, asyncOp, fingerprint, req, h.Async.Enqueue)
+		case req.Phased:
 			resp, err = e.ServePhasedRequest(ctx, ops[1], fingerprint, req, phases(ops[1], handle))
-		} else {
+		default:
 			resp, err = e.Serve(ctx, ops[0], fingerprint, func(ctx context.Context, at *idem.Attempt[T]) (idem.Writer, error) {
 				token, err := handle(ctx, at)
 				if err != nil {
@@ -716,6 +875,11 @@ func ProblemName(header http.Header, body []byte) string {
 //     reachable and answered within the bound on ending an attempt, no 500
 //     where the handler did not fail, and no error logged about ending an
 //     attempt;
+//   - an async request is answered 202 (pending or running) until its
+//     response is stored, then replayed; never its handler's error, and
+//     async-request-failed only where a request with the key fails on
+//     every run; every accepted request reaches its response once the
+//     clients are done (Async.Drain);
 //   - no key is held once every client is done and every lease has passed.
 func (hist *History) Check() []string {
 	var bad []string
@@ -736,9 +900,9 @@ func (hist *History) Check() []string {
 	useOf := map[string]string{}
 	for _, rn := range hist.runs {
 		u := use(rn.req.id.Scope, rn.req.id.Operation, rn.req.id.Key, rn.generation)
-		if hist.perRequest && !rn.req.phased {
-			// An atomic use's requests are told apart; a phased use runs
-			// only the request that began it (another gets a 422).
+		if hist.perRequest && !rn.req.phased && !rn.req.async {
+			// An atomic use's requests are told apart; a phased or async
+			// use runs only the request that began it (another gets a 422).
 			u += fmt.Sprintf(" variant %d", rn.req.variant)
 		}
 		if d, ok := derivedOf[u]; ok && d != rn.derived {
@@ -777,15 +941,37 @@ func (hist *History) Check() []string {
 			}
 		}
 	}
+	replayedAs := map[string]*request{} // token -> its first replay, where no first answer sent it
 	for _, r := range hist.requests {
 		switch {
+		case r.async && r.status == http.StatusAccepted:
+			var st idem.AsyncStatus
+			if err := json.Unmarshal(r.body, &st); err != nil || (st.Status != idem.AsyncPending && st.Status != idem.AsyncRunning) {
+				add("%s: 202 with a status neither pending nor running: %s", r, r.body)
+			}
+		case r.status == http.StatusAccepted:
+			add("%s: 202 for an operation that is not async: %s", r, r.body)
+		case r.async && r.status == http.StatusCreated && !r.replayed:
+			add("%s: an async request's response sent at once, not 202 then the stored response: %s", r, r.body)
+		case r.async && r.problem == "handler-error":
+			add("%s: a handler's error sent to the client of an async request, whose handler runs on a worker", r)
+		case r.async && r.problem == "async-request-failed":
+			if !hist.failsEveryRun(r) {
+				add("%s: its job ran out of attempts, though no request sent with the key fails every run", r)
+			}
 		case r.status == http.StatusCreated:
+			o, ok := answered[r.token]
+			if !ok && r.replayed {
+				if o, ok = replayedAs[r.token]; !ok {
+					replayedAs[r.token] = r
+				}
+			}
 			if !committedTokens[r.token] {
 				add("%s answered a response no committed run made: %s", r, r.body)
-			} else if o, ok := answered[r.token]; r.replayed && ok && string(o.body) != string(r.body) {
+			} else if r.replayed && ok && string(o.body) != string(r.body) {
 				add("%s replayed %s; the response first sent was %s", r, r.body, o.body)
 			}
-		case r.problem == "attempt-abandoned" && r.phased:
+		case r.problem == "attempt-abandoned" && (r.phased || r.async):
 			// The sweeper failed a lease the disturbances let pass.
 		case r.status == http.StatusConflict:
 			if !hist.inFlight(r, byKey[r.id]) {
@@ -838,7 +1024,7 @@ func (hist *History) inFlight(r *request, same []*request) bool {
 			return true
 		}
 	}
-	for _, o := range hist.completions {
+	for _, o := range slices.Concat(hist.completions, hist.workerRuns) {
 		if o.id == r.id && o.start.Before(r.end) && o.end.After(r.start) {
 			return true
 		}
@@ -856,6 +1042,15 @@ func (hist *History) inFlight(r *request, same []*request) bool {
 		}
 	}
 	return false
+}
+
+// failsEveryRun reports whether a request with r's key that fails on
+// every run was sent before r ended: only such a request's job runs out
+// of attempts.
+func (hist *History) failsEveryRun(r *request) bool {
+	return slices.ContainsFunc(hist.requests, func(o *request) bool {
+		return o.id == r.id && o.behaviour == failAlways && o.start.Before(r.end)
+	})
 }
 
 // before lists the last n requests with r's key that began before r.
@@ -899,7 +1094,8 @@ func (hist *History) Summary() string {
 		}
 		counts[k]++
 	}
-	return fmt.Sprintf("%d requests, %d handler runs, %d committed effects, %d abandoned attempts the completer tried; answers %v", len(hist.requests), len(hist.runs), len(hist.effects), len(hist.completions), counts)
+	return fmt.Sprintf("%d requests, %d handler runs, %d committed effects, %d abandoned attempts the completer tried, %d runs of async requests on workers; answers %v",
+		len(hist.requests), len(hist.runs), len(hist.effects), len(hist.completions), len(hist.workerRuns), counts)
 }
 
 // recorder keeps the engine's log records of level ERROR.

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemriver"
 	"github.com/idemgen/idemgen/idem/memstore"
 	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/idemgen/idemgen/idem/redisfilter"
@@ -162,6 +163,10 @@ func pgHarness(t *testing.T, size int32, filtered, stalls bool) history.Harness[
 	if err := pgstore.Migrate(context.Background(), pool); err != nil {
 		t.Fatal(err)
 	}
+	if err := idemriver.Migrate(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	direct := pool
 	var opts history.PostgresOptions
 	if stalls {
 		// A connection opened into a partition gives up after a second,
@@ -202,5 +207,8 @@ func pgHarness(t *testing.T, size int32, filtered, stalls bool) history.Harness[
 			}
 		})
 	}
-	return history.Postgres(t, pool, opts)
+	h := history.Postgres(t, pool, opts)
+	// Async requests too, on River workers that die now and then.
+	history.WithRiver(t, &h, direct, opts.Store)
+	return h
 }

@@ -411,7 +411,9 @@ func newJobsStrictServer[T any](impl IdempotentServer[T], store idem.Store[T], o
 // workers, and the handler the same store and options. A request runs
 // once however many workers meet it; a run that fails is retried by
 // River, and one whose attempts all fail stores the async-request-failed
-// problem, which its status and every retry of its key then answer.
+// problem, which its status and every retry of its key then answer. Run
+// an idemriver.Rescuer beside the workers: the request of a worker that
+// died is then taken over once its lease has passed.
 func AddIdempotentWorkers[T any](workers *river.Workers, impl IdempotentServer[T], store idem.Store[T], opts idem.Options) {
 	s := NewIdempotentStrictServer(impl, store, opts).(*idempotentServer[T])
 	river.AddWorker(workers, idemriver.NewWorker[T, CreateExportJob](s.engine, &s.createExportOp, s.acceptedCreateExport, opts.Logger))
