@@ -22,6 +22,7 @@ import (
 	"github.com/idemgen/idemgen/example/orders"
 	"github.com/idemgen/idemgen/example/psp"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemriver"
 	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/idemgen/idemgen/idem/redisfilter"
 	"github.com/idemgen/idemgen/internal/pglocal"
@@ -30,6 +31,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures Start; the zero value serves on a free loopback port
@@ -74,6 +77,9 @@ type Config struct {
 	// Redis, everything else by PostgreSQL. A Redis that is down only
 	// costs its help.
 	RedisURL string
+	// TracerProvider receives the spans of requests and of River's job
+	// runs; nil is OpenTelemetry's global one.
+	TracerProvider trace.TracerProvider
 	// Webhooks makes the in-process fake provider (no PSPURL) send its
 	// payment.succeeded events to this server's POST /webhooks/psp,
 	// signed with WebhookSecret, or with a random secret of its own.
@@ -272,7 +278,7 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 	if crash != nil {
 		middlewares = append(middlewares, crashBeforeResponse(crash))
 	}
-	tel, err := newTelemetry()
+	tel, err := newTelemetry(cfg.TracerProvider)
 	if err != nil {
 		return err
 	}
@@ -289,7 +295,7 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 	}
 	// River runs createExport's accepted requests, on this service's
 	// workers, from the same database.
-	if s.river, err = startRiver(ctx, s.pool, svc, idem.Options{Logger: log, Tracer: tel.tracer}, log); err != nil {
+	if s.river, err = startRiver(ctx, s.pool, svc, idem.Options{Logger: log, Tracer: tel.tracer}, tel.river, log); err != nil {
 		ln.Close()
 		return err
 	}
@@ -333,14 +339,17 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 	go func() { s.done <- s.http.Serve(ln) }()
 
 	// The janitor reports abandoned attempts and deletes expired keys;
-	// the completer finishes the payments whose clients gave up.
+	// the completer finishes the payments whose clients gave up; the
+	// rescuer takes over the exports whose worker died, once their lease
+	// has passed.
 	janitorCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopJanitor, s.janitorDone = stop, make(chan struct{})
 	completer := gen.NewIdempotentCompleter[pgx.Tx](svc, pgstore.New(s.pool, pgstore.Options{}),
 		idem.Options{Logger: log, Tracer: tel.tracer},
 		idem.CompleterOptions{CompleteAfter: cfg.CompleteAfter, Interval: cfg.CompleterInterval})
+	rescuer := idemriver.NewRescuer(s.river, s.pool, pgstore.New(s.pool, pgstore.Options{}), idemriver.RescuerOptions{Logger: log})
 	var maintenance sync.WaitGroup
-	maintenance.Add(2)
+	maintenance.Add(3)
 	go func() {
 		defer maintenance.Done()
 		_ = pgstore.NewJanitor(pgstore.New(s.pool, pgstore.Options{}), pgstore.JanitorOptions{Logger: log, Tracer: tel.tracer}).Run(janitorCtx)
@@ -348,6 +357,10 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 	go func() {
 		defer maintenance.Done()
 		_ = completer.Run(janitorCtx)
+	}()
+	go func() {
+		defer maintenance.Done()
+		_ = rescuer.Run(janitorCtx)
 	}()
 	go func() {
 		maintenance.Wait()
@@ -547,18 +560,22 @@ func (s *Server) Close() error {
 // startRiver starts the River client that runs createExport's accepted
 // requests with svc, and the receipts createPayment stages, on River's
 // default queue, and gives svc the client to stage them with. A worker
-// that dies is taken over once River rescues its job, and resumes where
-// it stopped.
-func startRiver(ctx context.Context, pool *pgxpool.Pool, svc *orders.Service, opts idem.Options, log *slog.Logger) (*river.Client[pgx.Tx], error) {
+// that dies is taken over once its lease has passed (the rescuer Start
+// runs), and resumes where it stopped; River's own rescue is the backstop.
+func startRiver(ctx context.Context, pool *pgxpool.Pool, svc *orders.Service, opts idem.Options, otel rivertype.Middleware, log *slog.Logger) (*river.Client[pgx.Tx], error) {
 	workers := river.NewWorkers()
 	gen.AddIdempotentWorkers(workers, svc, pgstore.New(pool, pgstore.Options{}), opts)
 	river.AddWorker(workers, &orders.ReceiptWorker{Pool: pool})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
 		Workers: workers,
-		// A job whose worker died is retried this long after it started
-		// (and once past its run's bound): a little over createExport's
-		// lease of 1m, rather than River's hour.
+		// On the jobs this client inserts (the request's trace goes
+		// with them) and on those it works (their runs link to it).
+		Middleware: []rivertype.Middleware{otel},
+		// The backstop behind the rescuer: a job whose worker died is
+		// retried this long after it started (and once past its run's
+		// bound), a little over createExport's lease of 1m, rather than
+		// River's hour.
 		RescueStuckJobsAfter: 2 * time.Minute,
 		Logger:               log,
 	})
