@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -167,16 +168,72 @@ func TestPercentileAndMedian(t *testing.T) {
 }
 
 func TestClassify(t *testing.T) {
-	cases := map[outcome][2]any{
-		outFirst:    {201, ""},
-		outReplay:   {201, "true"},
-		outConflict: {409, ""},
-		outMismatch: {422, ""},
-		outOther:    {500, ""},
+	cases := []struct {
+		status int
+		header http.Header
+		want   outcome
+	}{
+		{201, http.Header{}, outFirst},
+		{201, http.Header{"Idempotent-Replayed": {"true"}}, outReplay},
+		{409, http.Header{}, outConflict},
+		{422, http.Header{}, outMismatch},
+		{200, http.Header{}, outRead},
+		{202, http.Header{"Location": {"/exports/requests/k"}, "Retry-After": {"1"}}, outAccepted},
+		{200, http.Header{"Retry-After": {"1"}}, outPending},
+		{404, http.Header{}, outOther},
+		{500, http.Header{}, outOther},
 	}
-	for want, in := range cases {
-		if got := classify(in[0].(int), in[1].(string)); got != want {
-			t.Errorf("classify(%v) = %v, want %v", in, got, want)
+	for _, c := range cases {
+		if got := classify(c.status, c.header); got != c.want {
+			t.Errorf("classify(%d, %v) = %v, want %v", c.status, c.header, got, c.want)
+		}
+	}
+}
+
+// Every scenario is built, expects some answer, and is described in the
+// usage text and in docs/PERFORMANCE.md's table of scenarios.
+func TestScenariosDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/PERFORMANCE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented, listed := map[string]bool{}, map[string]bool{}
+	_, table, _ := strings.Cut(string(doc), "| scenario | what every client sends |\n|---|---|\n")
+	for line := range strings.Lines(table) {
+		if !strings.HasPrefix(line, "| ") {
+			break
+		}
+		names, _, _ := strings.Cut(strings.TrimPrefix(line, "| "), " |")
+		for n := range strings.SplitSeq(names, ", ") {
+			documented[n] = true
+		}
+	}
+	for line := range strings.Lines(usage) {
+		// "  name[, name]  what it sends", the names at the second column.
+		if !strings.HasPrefix(line, "  ") || strings.HasPrefix(line, "   ") {
+			continue
+		}
+		names, _, _ := strings.Cut(strings.TrimSpace(line), "  ")
+		for n := range strings.SplitSeq(names, ", ") {
+			listed[n] = true
+		}
+	}
+	f := &fixtures{conns: 16, replayKeys: 1000, heldKeys: 4, stormKeys: 4}
+	seen := map[string]bool{}
+	for _, name := range scenarioNames {
+		if seen[name] {
+			t.Errorf("%s is listed twice", name)
+		}
+		seen[name] = true
+		sc := f.scenario(name)
+		if sc.name != name || sc.about == "" || len(sc.expect) == 0 || sc.next == nil {
+			t.Errorf("%s: scenario %+v", name, sc)
+		}
+		if !documented[name] {
+			t.Errorf("%s is not in docs/PERFORMANCE.md's table of scenarios", name)
+		}
+		if !listed[name] {
+			t.Errorf("%s is not in the usage text", name)
 		}
 	}
 }
@@ -248,6 +305,55 @@ func TestTargets(t *testing.T) {
 		if got[name] != status {
 			t.Errorf("%s: %s, want %s", name, got[name], status)
 		}
+	}
+}
+
+// The async targets compare async-accept with atomic-first, and count the
+// accept's round trips with River's insert notifications aside.
+func TestAsyncTargets(t *testing.T) {
+	r := sample()
+	if got := asyncTargets(r); len(got) != 3 || got[0].Status != "not measured" || got[1].Status != "not measured" || got[2].Status != "not measured" {
+		t.Fatalf("without the async scenarios: %+v", got)
+	}
+	// 900 accepts in 1 s: 3 round trips each, and 5 notifications.
+	accept := scenarioResult{Name: "async-accept", Requests: 900, Seconds: 1, Outcomes: map[string]int64{"accepted": 900},
+		DB:        dbCounts{Statements: map[string]int64{"select": 900, "begin": 900, "with": 1805, "commit": 900}, Commits: 900, AutocommitReads: 900, RoundTrips: 2705},
+		latencies: []time.Duration{3 * time.Millisecond}}
+	status := scenarioResult{Name: "async-status", Requests: 2000, Seconds: 1, Outcomes: map[string]int64{"read": 500, "pending": 1500},
+		DB:        dbCounts{Statements: map[string]int64{"select": 2000}, AutocommitReads: 2000, RoundTrips: 2000},
+		latencies: []time.Duration{time.Millisecond}}
+	r.Scenarios = append(r.Scenarios, accept, status)
+	for i := range r.Scenarios {
+		r.Scenarios[i].compute()
+	}
+	got := asyncTargets(r)
+	// As fast as atomic-first (900 req/s, p50 3 ms), not faster: met.
+	for i, want := range []string{"met", "met", "met"} {
+		if got[i].Status != want {
+			t.Errorf("%s: %s (%s), want %s", got[i].Name, got[i].Status, got[i].Detail, want)
+		}
+	}
+	// A fourth round trip per request, or a second commit, misses.
+	r.scenario("async-accept").DB.RoundTrips = 3600
+	if got := asyncTargets(r); got[1].Status != "missed" {
+		t.Errorf("4 round trips per accept: %+v", got[1])
+	}
+	r.scenario("async-accept").DB.RoundTrips = 3600
+	r.scenario("async-accept").DB.AutocommitWrites = 900
+	if got := asyncTargets(r); got[1].Status != "missed" {
+		t.Errorf("2 commits per accept: %+v", got[1])
+	}
+	// Slower than atomic-first misses, and says by how much.
+	a := r.scenario("async-accept")
+	a.Seconds = 2
+	a.compute()
+	if got := asyncTargets(r); got[0].Status != "missed" || !strings.Contains(got[0].Detail, "0.50x the req/s (450 vs 900)") {
+		t.Errorf("half atomic-first's req/s: %+v", got[0])
+	}
+	// A status read that writes misses.
+	r.scenario("async-status").DB.AutocommitWrites = 1
+	if got := asyncTargets(r); got[2].Status != "missed" {
+		t.Errorf("a status read that writes: %+v", got[2])
 	}
 }
 

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"sync"
@@ -18,15 +20,25 @@ import (
 	"github.com/idemgen/idemgen/idem"
 )
 
-// account is the X-Account-Id of every request: the scope of the keys.
+// account is the X-Account-Id of the requests: the scope of the keys.
 const account = "acct_bench"
 
+// exportAccount is the X-Account-Id of the export scenarios: an account
+// of its own, without orders, so that an export's CSV stays one header
+// line however many orders the other scenarios create.
+const exportAccount = "acct_bench_exports"
+
 // authSecret is the secret of the orders-api's bearer tokens in a run
-// (startServer sets it); every request carries account's token, which the
-// orders-api checks and the other servers ignore.
+// (startServer sets it); every request carries its account's token, which
+// the orders-api checks and the other servers ignore.
 const authSecret = "idemgen-bench-secret"
 
-var authorization = "Bearer " + server.Token(authSecret, account)
+// authorization is each account's Authorization header, made once so
+// that requests do not pay for the MAC.
+var authorization = map[string]string{
+	account:       "Bearer " + server.Token(authSecret, account),
+	exportAccount: "Bearer " + server.Token(authSecret, exportAccount),
+}
 
 // outcome is what a response says happened.
 type outcome int
@@ -37,17 +49,19 @@ const (
 	outConflict                // 409: the key's first attempt is in flight
 	outMismatch                // 422: the key was used for another request
 	outRead                    // 200: a read answered
+	outAccepted                // 202: an async request accepted, or a retry of one not done yet
+	outPending                 // 200 with Retry-After: the status of an async request not done yet
 	outOther                   // any other status, or no response
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"first", "replay", "409", "422", "read", "other"}
+var outcomeNames = [numOutcomes]string{"first", "replay", "409", "422", "read", "accepted", "pending", "other"}
 
 func (o outcome) String() string { return outcomeNames[o] }
 
-func classify(status int, replayed string) outcome {
+func classify(status int, h http.Header) outcome {
 	switch {
-	case status == http.StatusCreated && replayed == "true":
+	case status == http.StatusCreated && h.Get(idem.HeaderReplayed) == "true":
 		return outReplay
 	case status == http.StatusCreated:
 		return outFirst
@@ -55,6 +69,11 @@ func classify(status int, replayed string) outcome {
 		return outConflict
 	case status == http.StatusUnprocessableEntity:
 		return outMismatch
+	case status == http.StatusAccepted:
+		return outAccepted
+	case status == http.StatusOK && h.Get("Retry-After") != "":
+		// Only a status resource says when to ask again.
+		return outPending
 	case status == http.StatusOK:
 		return outRead
 	}
@@ -62,12 +81,27 @@ func classify(status int, replayed string) outcome {
 }
 
 // request is what a client sends: a POST of body to path (or a GET, when
-// get is set), with key as its Idempotency-Key unless empty.
+// get is set), with key as its Idempotency-Key unless empty, for account
+// (the bench's account when empty).
 type request struct {
-	get  bool
-	path string
-	key  string
-	body []byte
+	get     bool
+	path    string
+	key     string
+	body    []byte
+	account string
+}
+
+// setHeaders sets r's headers on req.
+func (r request) setHeaders(req *http.Request) {
+	if !r.get {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	acct := cmp.Or(r.account, account)
+	req.Header.Set("X-Account-Id", acct)
+	req.Header.Set("Authorization", authorization[acct])
+	if r.key != "" {
+		req.Header.Set(idem.HeaderKey, r.key)
+	}
 }
 
 // client is one closed-loop load generator with its own keep-alive
@@ -153,21 +187,14 @@ func (c *client) roundTrip(ctx context.Context, r request) (outcome, int, []byte
 	if err != nil {
 		return outOther, 0, nil, 0, err
 	}
-	if !r.get {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("X-Account-Id", account)
-	req.Header.Set("Authorization", authorization)
-	if r.key != "" {
-		req.Header.Set(idem.HeaderKey, r.key)
-	}
+	r.setHeaders(req)
 	start := time.Now()
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return outOther, 0, nil, 0, err
 	}
 	defer resp.Body.Close()
-	o := classify(resp.StatusCode, resp.Header.Get(idem.HeaderReplayed))
+	o := classify(resp.StatusCode, resp.Header)
 	var body []byte
 	if o == outOther {
 		body, err = io.ReadAll(resp.Body)
@@ -184,32 +211,48 @@ func (c *client) roundTrip(ctx context.Context, r request) (outcome, int, []byte
 // post sends r outside any measurement and decodes a 201's JSON body into
 // into, when not nil.
 func (c *client) post(ctx context.Context, r request, into any) error {
+	_, body, err := c.call(ctx, r, http.StatusCreated)
+	if err != nil || into == nil {
+		return err
+	}
+	return json.Unmarshal(body, into)
+}
+
+// accept posts r, an async request, outside any measurement and returns
+// the path of its status resource, the 202's Location.
+func (c *client) accept(ctx context.Context, r request) (string, error) {
+	h, _, err := c.call(ctx, r, http.StatusAccepted)
+	if err != nil {
+		return "", err
+	}
+	loc, err := url.Parse(h.Get("Location"))
+	if err != nil || loc.Path == "" {
+		return "", fmt.Errorf("POST %s answered 202 with Location %q", r.path, h.Get("Location"))
+	}
+	return loc.RequestURI(), nil
+}
+
+// call sends r outside any measurement and returns the answer's header and
+// body, or an error when its status is not want.
+func (c *client) call(ctx context.Context, r request, want int) (http.Header, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+r.path, bytes.NewReader(r.body))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Account-Id", account)
-	req.Header.Set("Authorization", authorization)
-	if r.key != "" {
-		req.Header.Set(idem.HeaderKey, r.key)
-	}
+	r.setHeaders(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("POST %s answered %d: %.300s", r.path, resp.StatusCode, body)
+	if resp.StatusCode != want {
+		return nil, nil, fmt.Errorf("POST %s answered %d: %.300s", r.path, resp.StatusCode, body)
 	}
-	if into != nil {
-		return json.Unmarshal(body, into)
-	}
-	return nil
+	return resp.Header, body, nil
 }
 
 // phase is what all clients saw during one drive.

@@ -72,7 +72,7 @@ func runLoad(ctx context.Context, opts options, p progress, root, tmp string, lo
 		return nil, err
 	}
 
-	f := &fixtures{dbURL: dbURL, runID: strings.TrimPrefix(mon.dbName, "idemgen_bench_"), conns: opts.conns, replayKeys: opts.replayKeys, heldKeys: opts.heldKeys, stormKeys: opts.stormKeys}
+	f := &fixtures{p: p, dbURL: dbURL, runID: strings.TrimPrefix(mon.dbName, "idemgen_bench_"), conns: opts.conns, replayKeys: opts.replayKeys, heldKeys: opts.heldKeys, stormKeys: opts.stormKeys}
 	var scenarios []*scenario
 	for _, name := range opts.scenarios {
 		sc := f.scenario(name)

@@ -3,10 +3,11 @@
 // fresh PostgreSQL database and drives it over loopback, from this
 // process, with a fixed number of keep-alive connections in a closed loop:
 // the same insert without idempotency (the baseline), first executions,
-// replays, 409s, 422s and a duplicate storm, side by side in one run. For
-// each it prints requests per second, latency, the ratio to the baseline,
-// the statements and commits per request counted by a pgx tracer in the
-// server, and PostgreSQL's own transaction, transaction ID and WAL deltas.
+// replays, 409s, 422s, a duplicate storm, and an async operation's accepts
+// and status reads, side by side in one run. For each it prints requests
+// per second, latency, the ratio to the baseline, the statements and
+// commits per request counted by a pgx tracer in the server, and
+// PostgreSQL's own transaction, transaction ID and WAL deltas.
 // It also runs the Go benchmarks of the generated handler for allocations
 // per request.
 //
@@ -95,8 +96,14 @@ connection each. Scenarios:
                  and with the generated layer (bench/realistic)
   phased-first   POST /payments with fresh keys: three phases and a call to
                  the server's in-process fake payment provider per request
+  async-accept   POST /exports (mode: async) with fresh keys: the claim and
+                 River's insert of the job in one transaction, then 202; the
+                 server's River workers run exports meanwhile, and the jobs
+                 they have not started are deleted after the scenario
   read-by-id     GET /orders/{id} of existing orders: one indexed read, the
                  floor a replay should meet
+  async-status   GET of the status resources of exports accepted beforehand
+                 (-replay-keys of them), done or not yet: one read
   replay         POST /orders replaying keys completed beforehand
   peer-insert-update-replay, peer-upsert-replay
                  the same designs replaying keys completed beforehand
@@ -139,7 +146,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.rounds, "rounds", 1, "run the scenarios this many times in turn, each for duration/rounds, and add up; spreads bursts of noise from other work over all of them")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured warm-up per scenario, to fill connection pools and statement caches")
 	scen := fs.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios to run, in this order")
-	fs.IntVar(&o.replayKeys, "replay-keys", 1000, "keys completed before the replay and 422 scenarios, which cycle over them")
+	fs.IntVar(&o.replayKeys, "replay-keys", 1000, "keys completed before the replay and 422 scenarios, and exports accepted before async-status, which cycle over them")
 	fs.IntVar(&o.heldKeys, "held-keys", 4, "keys held in flight during the 409 scenario")
 	fs.IntVar(&o.stormKeys, "storm-keys", 4, "keys all clients share at a time in the storm; new ones replace them after conns x storm-keys requests")
 	fs.IntVar(&o.poolConns, "pool-conns", 0, "the server's PostgreSQL pool size (pool_max_conns); 0 keeps pgxpool's default, max(4, CPUs)")

@@ -13,7 +13,6 @@ import (
 	"sync"
 
 	"github.com/idemgen/idemgen/bench/realistic"
-	"github.com/idemgen/idemgen/idem"
 )
 
 // memoryResult is the server's resident memory under concurrent
@@ -75,10 +74,7 @@ func measureMemory(ctx context.Context, srv *serverProc, path string, n int, siz
 			<-start
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.url+path, bytes.NewReader(body))
 			if err == nil {
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("X-Account-Id", account)
-				req.Header.Set("Authorization", authorization)
-				req.Header.Set(idem.HeaderKey, "big-"+strconv.Itoa(i))
+				request{key: "big-" + strconv.Itoa(i)}.setHeaders(req)
 				var resp *http.Response
 				if resp, err = http.DefaultClient.Do(req); err == nil {
 					_, _ = io.Copy(io.Discard, resp.Body)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -264,6 +265,7 @@ func checkTargets(r *report) []target {
 			s.DB.writingCommits(), s.Requests, s.per(s.XIDs), s.per(s.PGCommits))
 	}
 	ts = append(ts, one)
+	ts = append(ts, asyncTargets(r)...)
 	mem := target{Name: "peak resident memory under concurrent maximum-size bodies at most 1.3x their total over the idle server", Status: "not measured", Detail: "run with -big-bodies"}
 	if m := r.Memory; m != nil {
 		mem.Status = metOrMissed(m.Ratio <= 1.3)
@@ -274,6 +276,35 @@ func checkTargets(r *report) []target {
 		}
 	}
 	return append(ts, mem)
+}
+
+// asyncTargets are the targets of an async operation (docs/ASYNC.md):
+// accepting costs a fixed three round trips and one commit, and answers no
+// slower than a first execution that runs its handler in the request; a
+// status read is one statement.
+func asyncTargets(r *report) []target {
+	fast := target{Name: "accepting an async request answers at least as fast as an atomic first execution (req/s and p50)", Status: "not measured", Detail: "needs the async-accept and atomic-first scenarios"}
+	if a, f := r.scenario("async-accept"), r.scenario("atomic-first"); a != nil && f != nil && f.RPS > 0 {
+		fast.Status = metOrMissed(a.RPS >= f.RPS && a.P50ms <= f.P50ms)
+		fast.Detail = fmt.Sprintf("%.2fx the req/s (%.0f vs %.0f), p50 %.2f vs %.2f ms", a.RPS/f.RPS, a.RPS, f.RPS, a.P50ms, f.P50ms)
+	}
+	accept := target{Name: "accepting an async request makes 3 round trips and one commit, River's insert notifications aside", Status: "not measured", Detail: "needs the async-accept scenario"}
+	if a := r.scenario("async-accept"); a != nil && a.Requests > 0 {
+		// River notifies its workers of inserts in some requests, in a
+		// round trip of its own, limited per queue: 10 to 25 a second on
+		// the machine of docs/PERFORMANCE.md; 30 a second is the bound.
+		river := 3*int64(math.Ceil(a.Seconds*10)) + 1
+		extra := a.DB.RoundTrips - 3*a.Requests
+		accept.Status = metOrMissed(extra <= river && a.DB.writingCommits() == a.Requests && a.DB.Rollbacks == 0 && a.Errors == 0)
+		accept.Detail = fmt.Sprintf("%.2f round trips and %.2f writing commits per request (%d round trips over 3 per request in %d requests, River's notifications at most %d)",
+			a.per(a.DB.RoundTrips), a.per(a.DB.writingCommits()), extra, a.Requests, river)
+	}
+	status := target{Name: "an async request's status read is one read-only statement", Status: "not measured", Detail: "needs the async-status scenario"}
+	if s := r.scenario("async-status"); s != nil && s.Requests > 0 {
+		status.Status = metOrMissed(s.DB.statements() == s.Requests && s.DB.RoundTrips == s.Requests && s.DB.writingCommits() == 0 && s.Errors == 0)
+		status.Detail = fmt.Sprintf("%.2f statements and %.2f writing commits per request", s.per(s.DB.statements()), s.per(s.DB.writingCommits()))
+	}
+	return []target{fast, accept, status}
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
@@ -414,7 +445,8 @@ func (s scenarioResult) others() string {
 
 const legend = `
   x base: req/s over the baseline's. p50, p99: latency seen by the client.
-  errors: answers other than the scenario's expected ones (201, or 409/422/replay where that is the point).
+  errors: answers other than the scenario's expected ones (201, or 409/422/replay where that is the point;
+    202 for async-accept, 200 for the reads).
   stmts/req: statements the server sent to PostgreSQL per request (a pgx tracer).
   rt/req: round trips to PostgreSQL per request: statements sent together (BEGIN with a claim, a batch
     ending in COMMIT) are one.

@@ -14,6 +14,7 @@ import (
 	"github.com/idemgen/idemgen/bench/peers"
 	"github.com/idemgen/idemgen/bench/realistic"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemriver"
 	"github.com/idemgen/idemgen/idem/pgstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -21,8 +22,8 @@ import (
 
 // scenarioNames are the scenarios, in the order they run by default.
 var scenarioNames = []string{"baseline", "atomic-first", "atomic-first-redis", "peer-insert-update", "peer-upsert", "phased-first",
-	"realistic-baseline", "realistic-first",
-	"read-by-id", "replay", "replay-redis", "peer-insert-update-replay", "peer-upsert-replay", "422", "409", "storm",
+	"async-accept", "realistic-baseline", "realistic-first",
+	"read-by-id", "async-status", "replay", "replay-redis", "peer-insert-update-replay", "peer-upsert-replay", "422", "409", "storm",
 	"fiber-baseline", "fiber-first", "fiber-replay"}
 
 // realisticBody is an order of two line items for bench/realistic.
@@ -38,6 +39,9 @@ var (
 	orderBody      = []byte(`{"amount_cents":1250,"currency":"EUR","customer_id":"cus_bench"}`)
 	otherOrderBody = []byte(`{"amount_cents":1251,"currency":"EUR","customer_id":"cus_bench"}`)
 )
+
+// exportBody is createExport's body.
+var exportBody = []byte(`{"format":"csv"}`)
 
 // scenario is one row of the table: a kind of request all clients send.
 type scenario struct {
@@ -76,6 +80,13 @@ type fixtures struct {
 	fiberErr   error
 	redisOnce  sync.Once
 	redisErr   error
+	exportOnce sync.Once
+	exportErr  error
+	// statusPaths are the status resources of the exports accepted for
+	// async-status.
+	statusPaths []string
+	// p prints the run's progress.
+	p progress
 	// runID is unique to the run.
 	runID string
 
@@ -121,6 +132,20 @@ func (f *fixtures) scenario(name string) *scenario {
 			next: func(c *client) request {
 				return request{path: "/payments", key: c.freshKey("p"), body: c.payment}
 			},
+		}
+	case "async-accept":
+		return &scenario{
+			name: name,
+			about: "POST /exports (mode: async) with a fresh key, for an account without orders: the lookup; BEGIN with the claim, " +
+				"which writes the key's row with the request; River's insert of the job; COMMIT; answered 202. The orders-api's River " +
+				"workers run exports meanwhile on the same cores, as the service would, at their own pace (4 workers, a fetch at most " +
+				"every 100 ms), far fewer than are accepted; their statements are the server's background, their CPU is in the row's. " +
+				"The jobs still waiting are deleted after the row",
+			expect: []outcome{outAccepted},
+			next: func(c *client) request {
+				return request{path: "/exports", key: c.freshKey("xa"), body: exportBody, account: exportAccount}
+			},
+			cleanup: func(ctx context.Context) error { return f.dropExportJobs(ctx, name) },
 		}
 	case "peer-insert-update", "peer-upsert":
 		path := peerPaths[name]
@@ -169,6 +194,21 @@ func (f *fixtures) scenario(name string) *scenario {
 			next: func(c *client) request {
 				return request{get: true, path: "/orders/" + c.orderID}
 			},
+		}
+	case "async-status":
+		return &scenario{
+			name: name,
+			about: fmt.Sprintf("GET /exports/requests/{key}, the 202's Location, of %d exports accepted beforehand: one read-only statement, "+
+				"200 whether the export is done or not yet (pending: with Retry-After). The River workers run those exports meanwhile, "+
+				"as in async-accept; the jobs still waiting are deleted after the row", f.replayKeys),
+			expect:  []outcome{outRead, outPending},
+			prepare: f.acceptExports,
+			next: func(c *client) request {
+				c.seq++
+				n := len(f.statusPaths)
+				return request{get: true, path: f.statusPaths[(c.id*n/len(f.clients)+c.seq)%n], account: exportAccount}
+			},
+			cleanup: func(ctx context.Context) error { return f.dropExportJobs(ctx, name) },
 		}
 	case "replay":
 		return &scenario{
@@ -278,6 +318,48 @@ func (f *fixtures) completeReplayKeys(ctx context.Context) error {
 		})
 	})
 	return f.replayErr
+}
+
+// acceptExports accepts the exports of async-status, once, and keeps the
+// paths of their status resources.
+func (f *fixtures) acceptExports(ctx context.Context) error {
+	f.exportOnce.Do(func() {
+		paths := make([]string, f.replayKeys)
+		f.exportErr = each(ctx, f.clients, f.replayKeys, func(c *client, i int) error {
+			var err error
+			paths[i], err = c.accept(ctx, request{path: "/exports", key: "xs-" + strconv.Itoa(i), body: exportBody, account: exportAccount})
+			return err
+		})
+		f.statusPaths = paths
+	})
+	return f.exportErr
+}
+
+// dropExportJobs deletes the export jobs no worker has started. The
+// workers run far fewer than a row accepts: left in the queue, the rest
+// would run during the rows after it. Their keys stay accepted, pending.
+func (f *fixtures) dropExportJobs(ctx context.Context, name string) error {
+	cfg, err := pgxpool.ParseConfig(f.dbURL)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	tag, err := conn.Exec(ctx, `DELETE FROM river_job WHERE kind = $1 AND state IN ('available', 'scheduled', 'retryable', 'pending')`,
+		idemriver.JobKind("createExport"))
+	if err != nil {
+		return fmt.Errorf("delete the export jobs not run: %w", err)
+	}
+	var done int64
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND state = 'completed'`,
+		idemriver.JobKind("createExport")).Scan(&done); err != nil {
+		return err
+	}
+	f.p.printf("%s: deleted %d export jobs no worker had started; %d exports run so far in the run", name, tag.RowsAffected(), done)
+	return nil
 }
 
 // completePeerKeys runs the first execution of each replay key on a peer
