@@ -498,6 +498,7 @@ func (e *Engine[T]) identify(ctx context.Context, op *Operation) (ID, *Response,
 	if r == nil {
 		return ID{}, nil, errors.New("idem: no *http.Request in the context; mount the generated handler, which adds it")
 	}
+	observed(ctx).keyNoun = op.keyNoun()
 	var key string
 	var err error
 	if len(op.KeyFrom) > 0 {
@@ -839,7 +840,7 @@ func (e *Engine[T]) clientGone(ctx context.Context, step string, err error) *Res
 		Type:   TypeClientClosed,
 		Title:  "Client closed request",
 		Status: StatusClientClosed,
-		Detail: "The client closed the request before it was answered, so the request was rolled back and nothing was stored. A retry with the same Idempotency-Key runs it again.",
+		Detail: "The client closed the request before it was answered, so the request was rolled back and nothing was stored. A retry with the same " + observed(ctx).key() + " runs it again.",
 	})
 }
 
@@ -870,27 +871,27 @@ func (e *Engine[T]) storeFailed(ctx context.Context, step string, err error) *Re
 	observed(ctx).err = fmt.Errorf("idem: %s: %w", step, err)
 	switch {
 	case errors.Is(err, ErrStoreBusy), errors.Is(err, ErrStoreUnavailable):
-		return e.unavailable(step, err)
+		return e.unavailable(step, err, observed(ctx).key())
 	case errors.Is(err, ErrStoreRejectedInput):
 		return e.render(&Problem{
 			Type:   TypeInvalidRequest,
 			Title:  "Invalid request",
 			Status: http.StatusBadRequest,
-			Detail: "The idempotency key store cannot hold this request's Idempotency-Key or scope. Send a shorter key with plain characters; the request was not run.",
+			Detail: "The idempotency key store cannot hold this request's " + observed(ctx).key() + " or scope. Send a shorter key with plain characters; the request was not run.",
 		})
 	case errors.Is(err, ErrStoreMisconfigured):
 		return e.render(&Problem{
 			Type:   TypeStoreMisconfigured,
 			Title:  "Key store misconfigured",
 			Status: http.StatusInternalServerError,
-			Detail: "The server's idempotency key store is misconfigured, so the request was not run. This is not a problem with the request: its operators have been told. Retrying with the same Idempotency-Key is safe.",
+			Detail: "The server's idempotency key store is misconfigured, so the request was not run. This is not a problem with the request: its operators have been told. Retrying with the same " + observed(ctx).key() + " is safe.",
 		})
 	case errors.Is(err, ErrTransactionConflict):
 		return e.render(&Problem{
 			Type:       TypeTransactionConflict,
 			Title:      "Transaction conflict",
 			Status:     http.StatusInternalServerError,
-			Detail:     "The request's database transaction conflicted with a concurrent one (a serialization failure or a deadlock), so it was rolled back and nothing was stored. Retry after the Retry-After delay with the same Idempotency-Key: it runs again.",
+			Detail:     "The request's database transaction conflicted with a concurrent one (a serialization failure or a deadlock), so it was rolled back and nothing was stored. Retry after the Retry-After delay with the same " + observed(ctx).key() + ": it runs again.",
 			RetryAfter: e.retryAfter,
 		})
 	case step == "complete" || step == "advance":
@@ -900,35 +901,35 @@ func (e *Engine[T]) storeFailed(ctx context.Context, step string, err error) *Re
 			Type:   TypeCommitFailed,
 			Title:  "Commit failed",
 			Status: http.StatusInternalServerError,
-			Detail: "The request's database transaction failed when it was committed (for example a deferred constraint), so its writes were rolled back and nothing was stored. A retry with the same Idempotency-Key runs it again; the API's operators have been told.",
+			Detail: "The request's database transaction failed when it was committed (for example a deferred constraint), so its writes were rolled back and nothing was stored. A retry with the same " + observed(ctx).key() + " runs it again; the API's operators have been told.",
 		})
 	}
 	return e.render(&Problem{
 		Type:   TypeInternal,
 		Title:  "Internal error",
 		Status: http.StatusInternalServerError,
-		Detail: "The idempotency key store failed, so the request was not run and nothing was stored. A retry with the same Idempotency-Key is safe; the API's operators have been told.",
+		Detail: "The idempotency key store failed, so the request was not run and nothing was stored. A retry with the same " + observed(ctx).key() + " is safe; the API's operators have been told.",
 	})
 }
 
 // render renders p in the API's error shape.
 func (e *Engine[T]) render(p *Problem) *Response { return Render(e.problems, p) }
 
-func (e *Engine[T]) unavailable(step string, err error) *Response {
+func (e *Engine[T]) unavailable(step string, err error, key string) *Response {
 	typ, title := TypeStoreUnavailable, "Key store unavailable"
-	detail := "The idempotency key store could not be reached, so the request was not run. Retry after the Retry-After delay with the same Idempotency-Key."
+	detail := "The idempotency key store could not be reached, so the request was not run. Retry after the Retry-After delay with the same " + key + "."
 	switch {
 	case errors.Is(err, ErrStoreBusy):
 		typ, title = TypeStoreBusy, "Key store busy"
-		detail = "The idempotency key store had no connection free in time, so the request was not run. Retry after the Retry-After delay with the same Idempotency-Key."
+		detail = "The idempotency key store had no connection free in time, so the request was not run. Retry after the Retry-After delay with the same " + key + "."
 	case errors.Is(err, ErrCommitUnknown):
-		detail = "The connection to the idempotency key store was lost while the request's result was being committed, so the request may have run. Retry after the Retry-After delay with the same Idempotency-Key: the retry returns the request's result, and runs only what did not commit."
+		detail = "The connection to the idempotency key store was lost while the request's result was being committed, so the request may have run. Retry after the Retry-After delay with the same " + key + ": the retry returns the request's result, and runs only what did not commit."
 	case step == "handler":
-		detail = "The connection to the idempotency key store was lost while the request ran, so its writes were rolled back and nothing was stored. Retry after the Retry-After delay with the same Idempotency-Key."
+		detail = "The connection to the idempotency key store was lost while the request ran, so its writes were rolled back and nothing was stored. Retry after the Retry-After delay with the same " + key + "."
 	case step == "phase":
-		detail = "The connection to the idempotency key store was lost during a step of the request, so that step was rolled back; the steps before it are kept. Retry after the Retry-After delay with the same Idempotency-Key: the retry resumes where the request stopped."
+		detail = "The connection to the idempotency key store was lost during a step of the request, so that step was rolled back; the steps before it are kept. Retry after the Retry-After delay with the same " + key + ": the retry resumes where the request stopped."
 	case step == "complete" || step == "advance":
-		detail = "The idempotency key store failed before the request's result was committed, so its writes were rolled back and nothing was stored. Retry after the Retry-After delay with the same Idempotency-Key."
+		detail = "The idempotency key store failed before the request's result was committed, so its writes were rolled back and nothing was stored. Retry after the Retry-After delay with the same " + key + "."
 	}
 	return e.render(&Problem{
 		Type:       typ,

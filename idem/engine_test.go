@@ -193,6 +193,34 @@ func TestStoreErrorAnswers(t *testing.T) {
 	}
 }
 
+// The answers to a store's failures name the key as the operation takes
+// it: a webhook's Webhook-Id header, never an Idempotency-Key it was not
+// sent.
+func TestStoreErrorsNameTheKeyPlacement(t *testing.T) {
+	op := &idem.Operation{Name: "receiveEvent", TTL: time.Hour, Lease: time.Minute,
+		KeyFrom: []idem.KeySource{{In: idem.KeyInHeader, Name: "Webhook-Id"}}}
+	for _, storeErr := range []error{
+		fmt.Errorf("lookup: %w: connection refused", idem.ErrStoreUnavailable),
+		fmt.Errorf("lookup: %w: %w: no connection came free", idem.ErrStoreUnavailable, idem.ErrStoreBusy),
+		fmt.Errorf("lookup: %w: invalid byte sequence", idem.ErrStoreRejectedInput),
+		fmt.Errorf("lookup: %w: relation \"idempotency_keys\" does not exist", idem.ErrStoreMisconfigured),
+		fmt.Errorf("lookup: %w: could not serialize access", idem.ErrTransactionConflict),
+		errors.New("lookup: something unforeseen"),
+	} {
+		e := idem.NewEngine(failingStore{memstore.New(memstore.Options{}), storeErr}, idem.Options{Logger: quiet})
+		r := httptest.NewRequest("POST", "/webhooks", nil)
+		ctx := idem.WithKey(idem.WithRequest(context.Background(), r), idem.KeyValue{Value: "evt_1", Present: true})
+		calls := 0
+		resp, err := e.Serve(ctx, op, []byte("fp"), created(&calls))
+		if err != nil || calls != 0 {
+			t.Fatalf("%v: %v, %d runs", storeErr, err, calls)
+		}
+		if body := string(resp.Body); !strings.Contains(body, "Webhook-Id") || strings.Contains(body, idem.HeaderKey) {
+			t.Errorf("%v: %d %s, want its detail to name the Webhook-Id and no %s", storeErr, resp.Status, body, idem.HeaderKey)
+		}
+	}
+}
+
 // An operation whose zero fields would switch idempotency off is refused
 // on every request, with an error naming the field; its handler never
 // runs.

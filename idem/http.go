@@ -679,11 +679,17 @@ func (h ErrorHandlers) ResponseError(w http.ResponseWriter, r *http.Request, err
 	if pe := (*PanicError)(nil); errors.As(err, &pe) {
 		attrs = append(attrs, "stack", string(pe.Stack))
 	}
-	detail := "The server failed to handle the request. Nothing was stored for its Idempotency-Key, so a retry with the same key runs it again."
+	// The key as the operation's answers name it: the Idempotency-Key
+	// header, or where its annotation's key: takes it from.
+	key := HeaderKey
+	if g := gateOf(r); g != nil && len(g.Key) > 0 {
+		key = (&Operation{KeyFrom: g.Key}).keyNoun()
+	}
+	detail := "The server failed to handle the request. Nothing was stored for its " + key + ", so a retry with the same key runs it again."
 	if pe := (*PhaseError)(nil); errors.As(err, &pe) {
 		attrs = append(attrs, "recovery_point", pe.Point)
 		if pe.Point != "" {
-			detail = fmt.Sprintf("The server failed partway through the request. Its steps up to %q are done and kept, and nothing after them: a retry with the same Idempotency-Key resumes after them. Do not send a new key for this request, or the kept steps may be done twice.", pe.Point)
+			detail = fmt.Sprintf("The server failed partway through the request. Its steps up to %q are done and kept, and nothing after them: a retry with the same %s resumes after them. Do not send a new key for this request, or the kept steps may be done twice.", pe.Point, key)
 		}
 	}
 	log.ErrorContext(r.Context(), "idem: handler failed", attrs...)

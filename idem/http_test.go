@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -440,5 +441,28 @@ func TestGateValidate(t *testing.T) {
 	}
 	if want := []string{`{"a": "bad"}`, `{"a": 1} {}`, `{"a": 1} {}`, "plain text"}; strings.Join(seen, "|") != strings.Join(want, "|") {
 		t.Errorf("Validate saw %q, want %q", seen, want)
+	}
+}
+
+// A handler's failure on an operation that takes its key from elsewhere
+// is answered naming that key, as the layer's other answers do.
+func TestHandlerErrorNamesTheKeyPlacement(t *testing.T) {
+	g := &idem.Gate{Operation: "receiveEvent", KeyRequired: true, Accept: []string{"application/json"}, JSON: []string{"application/json"},
+		Key: []idem.KeySource{{In: idem.KeyInHeader, Name: "Webhook-Id"}}}
+	for _, err := range []error{
+		errors.New("the handler failed"),
+		&idem.PhaseError{Operation: "receiveEvent", Point: "stored", Err: errors.New("the second phase failed")},
+	} {
+		r := httptest.NewRequest("POST", "/webhooks", strings.NewReader(`{}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Webhook-Id", "evt_1")
+		if !g.Pass(httptest.NewRecorder(), r) {
+			t.Fatal("the gate refused the request")
+		}
+		w := httptest.NewRecorder()
+		idem.ErrorHandlers{Logger: slog.New(slog.DiscardHandler)}.ResponseError(w, r, err)
+		if body := w.Body.String(); w.Code != http.StatusInternalServerError || !strings.Contains(body, "Webhook-Id") || strings.Contains(body, idem.HeaderKey) {
+			t.Errorf("%v: %d %s, want a 500 naming the Webhook-Id and no %s", err, w.Code, body, idem.HeaderKey)
+		}
 	}
 }

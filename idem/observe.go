@@ -22,6 +22,18 @@ type observation struct {
 	completer           bool  // a Completer's, not a client's
 	worker              bool  // an async request's run on a worker
 	filter              FilterResult
+	// keyNoun is what the operation's key is called in its answers (see
+	// Operation.keyNoun), once the request is identified.
+	keyNoun string
+}
+
+// key is what the request's key is called in its answers: the
+// Idempotency-Key header unless the operation takes it from elsewhere.
+func (o *observation) key() string {
+	if o.keyNoun == "" {
+		return HeaderKey
+	}
+	return o.keyNoun
 }
 
 type observationKey struct{}
