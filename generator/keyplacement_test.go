@@ -182,6 +182,16 @@ func onStores(t *testing.T, test func(t *testing.T, s *sender)) {
 		svc := &placements[memstore.NoTx]{&runs{}}
 		test(t, serve(t, newHandler(svc, memstore.New(memstore.Options{}), opts), svc.runs))
 	})
+	// Mounted under a router prefix, as an API's routes often are: the
+	// gate finds each route's key sources under it.
+	t.Run("memstore/prefix", func(t *testing.T) {
+		svc := &placements[memstore.NoTx]{&runs{}}
+		prefixed := opts
+		prefixed.BaseURL = "/api"
+		s := serve(t, newHandler(svc, memstore.New(memstore.Options{}), prefixed), svc.runs)
+		s.url += "/api"
+		test(t, s)
+	})
 	t.Run("pgstore", func(t *testing.T) {
 		pool := pgtest.NewPool(t)
 		if err := pgstore.Migrate(t.Context(), pool); err != nil {
