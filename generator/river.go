@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
@@ -53,7 +52,7 @@ func (r riverMigration) name() string { return riverPrefix + r.file }
 // riverMigrations lists River's migrations, from the River module idemgen
 // is built with: its driver's embedded SQL, which rivermigrate reads
 // without a database.
-var riverMigrations = sync.OnceValues(func() ([]riverMigration, error) {
+func riverMigrations() ([]riverMigration, error) {
 	m, err := rivermigrate.New(riverpgxv5.New(nil), &rivermigrate.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, fmt.Errorf("River's migrations: %w", err)
@@ -70,7 +69,7 @@ var riverMigrations = sync.OnceValues(func() ([]riverMigration, error) {
 		out = append(out, r)
 	}
 	return out, nil
-})
+}
 
 // riverSchemaTemplate is where River's SQL names its schema; rendered
 // empty, as River's migrator renders it with no schema configured, the

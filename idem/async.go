@@ -144,7 +144,7 @@ func (e *Engine[T]) serveAsync(ctx context.Context, op *Operation, fingerprint [
 				lc = nil
 				continue
 			}
-			resp, err := e.acceptClaimed(ctx, op, id, at, txn, fingerprint, request, enqueue)
+			resp, err := e.acceptClaimed(ctx, op, id, at, fingerprint, request, enqueue)
 			if errors.Is(err, ErrContended) {
 				continue
 			}
@@ -223,13 +223,13 @@ func (e *Engine[T]) acceptFailed(ctx context.Context, err error) *Response {
 // claim on its key to show its row, before it is answered 409.
 const heldWait = time.Second
 
-// acceptClaimed accepts request on the key its lookup claimed, txn, with
-// at: the job and the key's row in one commit. It returns ErrContended
-// when the key is to be read again.
-func (e *Engine[T]) acceptClaimed(ctx context.Context, op *Operation, id ID, at AcceptTxn[T], txn Txn[T], fingerprint []byte, request any, enqueue Enqueue[T]) (*Response, error) {
+// acceptClaimed accepts request on the key its lookup claimed, at: the
+// job and the key's row in one commit. It returns ErrContended when the
+// key is to be read again.
+func (e *Engine[T]) acceptClaimed(ctx context.Context, op *Operation, id ID, at AcceptTxn[T], fingerprint []byte, request any, enqueue Enqueue[T]) (*Response, error) {
 	stored, resp := e.asyncRequest(op, request)
 	if resp != nil {
-		if err := txn.Abort(ctx); err != nil {
+		if err := at.Abort(ctx); err != nil {
 			return e.storeFailed(ctx, "accept", err), nil
 		}
 		return resp, nil

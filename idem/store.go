@@ -296,6 +296,7 @@ type LookupClaimer[T any] interface {
 // the key). The engine uses it when the store offers it, and Accepter's
 // Accept otherwise.
 type AcceptTxn[T any] interface {
+	Txn[T]
 	Accept(ctx context.Context, c Claim, enqueue func(ctx context.Context, tx T) error) error
 }
 

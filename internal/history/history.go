@@ -802,16 +802,7 @@ func completer[T any](h Harness[T], hist *History, op *idem.Operation) func(test
 		r := &request{client: -1, seq: int(seq.Add(1)), id: req.ID, phased: true, variant: req.Variant, behaviour: succeed, start: h.Now()}
 		current = append(current, r)
 		return phases(op, func(ctx context.Context, at *idem.Attempt[T]) (string, error) {
-			rn := &run{req: r, generation: at.Generation(), derived: at.DerivedKey("charge"), phase: at.RecoveryPoint(),
-				token: fmt.Sprintf("completer-%d-%s", r.seq, at.RecoveryPoint()), start: h.Now()}
-			hist.mu.Lock()
-			hist.runs = append(hist.runs, rn)
-			hist.mu.Unlock()
-			eff := Effect{Scope: r.id.Scope, Operation: r.id.Operation, Key: at.Key(), Generation: at.Generation(), Phase: at.RecoveryPoint(), Token: rn.token}
-			if err := h.Effect(ctx, at, eff); err != nil {
-				return "", err
-			}
-			return rn.token, nil
+			return runHandler(ctx, h, hist, r, at, fmt.Sprintf("completer-%d-%s", r.seq, at.RecoveryPoint()), false, nil, nil)
 		}), nil
 	}}}, idem.CompleterOptions{CompleteAfter: time.Millisecond, BatchSize: 4})
 	return func(t testing.TB) {
