@@ -308,7 +308,8 @@ type History struct {
 	effects    []Effect
 	logs       *recorder
 	after      []string
-	// stalls are when the store stopped answering (Harness.Stall).
+	// stalls are when the store stopped answering (Harness.Stall); the
+	// end of one under way is zero.
 	stalls [][2]time.Time
 	// forgets are the operator's forgets (Harness.Forget), which hold
 	// their key while they run.
@@ -383,10 +384,16 @@ func RunOn[T any](t testing.TB, hist *History, h Harness[T]) *History {
 
 	if stall := h.Stall; stall != nil {
 		h.Stall = func(t testing.TB, rng *rand.Rand) {
-			start := h.Now()
+			// Recorded as it begins, without an end while it lasts, so
+			// that what meets it is told so before it is over: a
+			// completer's run, which is checked at once.
+			hist.mu.Lock()
+			i := len(hist.stalls)
+			hist.stalls = append(hist.stalls, [2]time.Time{h.Now(), {}})
+			hist.mu.Unlock()
 			stall(t, rng)
 			hist.mu.Lock()
-			hist.stalls = append(hist.stalls, [2]time.Time{start, h.Now()})
+			hist.stalls[i][1] = h.Now()
 			hist.mu.Unlock()
 		}
 	}
@@ -539,7 +546,11 @@ func (hist *History) nearStall(start, end time.Time) bool {
 	hist.mu.Lock()
 	defer hist.mu.Unlock()
 	for _, s := range hist.stalls {
-		if start.Before(s[1].Add(stallReach)) && end.After(s[0]) {
+		ended := s[1]
+		if ended.IsZero() { // still under way
+			ended = end
+		}
+		if start.Before(ended.Add(stallReach)) && end.After(s[0]) {
 			return true
 		}
 	}
