@@ -3,6 +3,7 @@ package generator_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,17 +23,51 @@ import (
 //
 //	IDEMGEN_SPECS=$PWD/../shared/specs go test -run '^$' -bench GenerateStripe -benchtime 3x ./generator
 //
-// It skips without IDEMGEN_SPECS. go run ./bench -generator times the
-// two commands, processes and all, on every corpus spec.
+// It skips without IDEMGEN_SPECS. BenchmarkGenerateCorpus does the same
+// for every other corpus spec; go run ./bench -generator times the two
+// commands, processes and all.
 func BenchmarkGenerateStripe(b *testing.B) {
 	if os.Getenv(realspecs.EnvVar) == "" {
 		b.Skipf("%s is not set: it names the corpus directory, which holds %s", realspecs.EnvVar, stripeSpec)
 	}
-	spec := filepath.Join(realspecs.Dir(b), stripeSpec)
+	benchGenerate(b, filepath.Join(realspecs.Dir(b), stripeSpec))
+}
+
+// BenchmarkGenerateCorpus is BenchmarkGenerateStripe for each other
+// spec of the corpus that idemgen generates, one sub-benchmark each:
+//
+//	IDEMGEN_SPECS=$PWD/../shared/specs go test -run '^$' -bench GenerateCorpus ./generator
+func BenchmarkGenerateCorpus(b *testing.B) {
+	if os.Getenv(realspecs.EnvVar) == "" {
+		b.Skipf("%s is not set: it names the corpus directory", realspecs.EnvVar)
+	}
+	dir := realspecs.Dir(b)
+	for _, pattern := range []string{"*.yaml", "*.json"} {
+		specs, err := filepath.Glob(filepath.Join(dir, pattern))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, spec := range specs {
+			if filepath.Base(spec) == stripeSpec {
+				continue
+			}
+			b.Run(strings.TrimSuffix(filepath.Base(spec), filepath.Ext(spec)), func(b *testing.B) {
+				benchGenerate(b, spec)
+			})
+		}
+	}
+}
+
+// benchGenerate times oapi-codegen on spec, then idemgen, as a multiple
+// of oapi-codegen's time. A spec idemgen refuses is skipped.
+func benchGenerate(b *testing.B, spec string) {
 	dir := b.TempDir()
 	cfg, err := generator.ParseConfig(filepath.Join(dir, "idemgen.yaml"), []byte("spec: "+spec+"\noutput:\n  dir: out\n  package: gen\n"))
 	if err != nil {
 		b.Fatal(err)
+	}
+	if _, err := generateFrom(cfg); err != nil {
+		b.Skipf("idemgen refuses the spec: %v", err)
 	}
 	var oapi time.Duration // per generation
 	b.Run("oapi-codegen", func(b *testing.B) {

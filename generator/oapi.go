@@ -138,7 +138,7 @@ func generateOapi(req *Request, paths outputPaths, read func() ([]annotation.Ope
 		return oapiOutput{}, fmt.Errorf("oapi-codegen options: %w", err)
 	}
 	mode := resolveMode{
-		ahead:  predictable(spec),
+		ahead:  true,
 		tree:   sync.OnceValue(func() *yaml.Node { return specTree(specPath, req.Spec) }),
 		finish: func(code string) string { return retitle(code, paths.specFromOutput, req.OapiCodegen) },
 		file:   paths.oapi,

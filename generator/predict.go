@@ -17,49 +17,36 @@ import (
 // Resolving (resolve.go) needs the names oapi-codegen's output declares.
 // Rendering the output to find them costs as much as generating it: on
 // Stripe's spec, seconds for its models alone, where oapi-codegen
-// compares every enum with every other. The names of the models need no
-// rendering: they are the type definitions oapi-codegen collects before
-// it renders, and the constants of their enums, which this file names as
-// oapi-codegen does. With the rest of the output rendered alone, which is
-// cheap, they predict what the output declares, and the resolutions can
-// be made before oapi-codegen runs in full, once. The output is checked
-// against the prediction; where they differ, resolving starts over from
-// the output (resolveAhead), so the output is the same either way.
+// compares every enum with every other, and on a small spec the parse
+// of oapi-codegen's templates, which every run does. The names of the
+// models need no rendering: they are the type definitions oapi-codegen
+// collects before it renders, and the constants of their enums, which
+// enumnames.go names as oapi-codegen does. So are the strict server's
+// types that clash with them most often, and those it declares as
+// interfaces; the rest of the output is rendered alone, which is cheap,
+// only where a model may be named like a type of it. Together they
+// predict what the output declares, and the resolutions can be made
+// before oapi-codegen runs in full, once. The output is checked against
+// the prediction; where they differ, resolving starts over from the
+// output (resolveAhead), so the output is the same either way.
 
-// predictFrom is the size of a spec, in operations and component
-// schemas, from which resolving ahead pays. Predicting runs oapi-codegen
-// once without output, which parses its templates as every run does,
-// some 10 ms: for a smaller spec that is most of a full run, and running
-// it twice when a resolution is needed costs less than predicting for
-// every spec.
-const predictFrom = 64
-
-// restFirstBelow is the number of operations below which the prediction
-// renders the output without models at once, rather than after a run
-// that renders nothing and only if the models may need it: both runs
-// set oapi-codegen's package variables, and for fewer operations the
-// rendering (some 0.2 ms an operation) costs less than the other run.
-const restFirstBelow = 64
-
-// predictable is whether spec is large enough for resolving ahead.
-func predictable(spec *openapi3.T) bool {
-	size := operations(spec)
-	if spec.Components != nil {
-		size += len(spec.Components.Schemas)
-	}
-	return size >= predictFrom
+// prepare sets oapi-codegen's package state for spec and conf, and
+// filters and prunes spec, as codegen.Generate does, without parsing
+// oapi-codegen's templates, which is most of a small spec's run.
+// oapi-codegen has no call for that alone; Generate does all of it before
+// it compiles the patterns of streaming-content-types, and before it
+// parses its templates, so a pattern that does not compile stops it right
+// there. ok is false where it stopped on anything else, such as a spec it
+// refuses: then its state is not known, and the caller's run of Generate
+// reports the cause.
+func prepare(spec *openapi3.T, conf codegen.Configuration) (ok bool) {
+	conf.OutputOptions.StreamingContentTypes = append(slices.Clip(conf.OutputOptions.StreamingContentTypes), unmatchable)
+	_, err := codegen.Generate(spec, conf)
+	return err != nil && strings.Contains(err.Error(), "pattern "+strconv.Quote(unmatchable)+":")
 }
 
-// operations counts the operations of spec's paths.
-func operations(spec *openapi3.T) int {
-	n := 0
-	if spec.Paths != nil {
-		for _, item := range spec.Paths.Map() {
-			n += len(item.Operations())
-		}
-	}
-	return n
-}
+// unmatchable is a pattern that does not compile, for prepare.
+const unmatchable = "idemgen-prepare("
 
 // operationIDs are the operationIds of a document's operations. When
 // oapi-codegen runs, it writes their Go names over them in the document,
@@ -109,51 +96,71 @@ func (ids operationIDs) restore() {
 }
 
 // prediction is the names oapi-codegen's output for a spec declares,
-// told from its type definitions and from the output without models.
+// told from its type definitions and, where they may meet, from the
+// output without models.
 type prediction struct {
 	types *typeSet
 	scan  *nameScan
 	// rest are the declarations of the output without models, whose
-	// names the resolutions leave as they are.
-	rest []nameDecl
+	// names the resolutions leave as they are; rendered is whether that
+	// output was rendered. Where it was not, scan holds the models and
+	// the strict server's response types that are interfaces.
+	rest     []nameDecl
+	rendered bool
+	// pruned are the types the output names but does not declare: of
+	// schemas only webhooks use, which oapi-codegen prunes. When set,
+	// nothing else is predicted; the spec is generated with skip-prune.
+	pruned []string
 }
 
 // predict predicts the names oapi-codegen's output for spec declares
 // when they may need a resolution; nil when no resolution looks needed,
 // or when the names cannot be told without rendering the models. It
-// runs oapi-codegen on spec, which prunes it as the full run does.
+// prunes spec as oapi-codegen's run does (prepare).
 func predict(spec *openapi3.T, conf codegen.Configuration) (*prediction, error) {
 	if conf.OutputOptions.ResolveTypeNameCollisions {
 		// oapi-codegen then names types apart from the client's, which
 		// it gathers only when it generates the client.
 		return nil, nil
 	}
-	// oapi-codegen keeps what it makes of a spec in package variables,
-	// which only Generate sets: generating nothing sets them, and so
-	// does generating the output without models.
-	rest := conf
-	rest.Generate.Models = false
-	rest.OutputOptions.SkipFmt = true
-	first, restFirst := rest, operations(spec) < restFirstBelow
-	if !restFirst {
-		first.Generate = codegen.GenerateOptions{}
+	var schemas openapi3.Schemas // before pruning, where it may matter
+	if spec.Components != nil && len(spec.Webhooks) > 0 && !conf.OutputOptions.SkipPrune {
+		schemas = maps.Clone(spec.Components.Schemas)
 	}
-	code, err := codegen.Generate(spec, first)
-	if err != nil {
-		return nil, err
+	if !prepare(spec, conf) {
+		return nil, nil
 	}
 	ts, err := collectTypes(spec, conf)
 	if err != nil {
 		return nil, err
 	}
 	models, ok := ts.modelDecls(conf)
-	if !ok || !ts.mayCollide(models, conf) {
+	if !ok {
 		return nil, nil
 	}
-	if !restFirst {
-		if code, err = codegen.Generate(spec, rest); err != nil {
-			return nil, err
+	if pruned := ts.prunedNamed(spec, schemas, models); len(pruned) > 0 {
+		return &prediction{types: ts, pruned: pruned}, nil
+	}
+	if among, strict, withRest := ts.collisions(models, conf); !withRest {
+		// The names the resolutions choose are checked in the output,
+		// whose rest of them the prediction does not know: one of those
+		// would make the output declare a name twice, and the loop
+		// would resolve it from there.
+		typeless, methods, ok := ts.typelessResponseTypes(conf)
+		if !ok || (len(typeless) == 0 && !among && !strict) {
+			return nil, nil
 		}
+		return &prediction{types: ts, scan: newNameScan(slices.Concat(models, ts.strictObjects(conf), typeless), methods)}, nil
+	}
+	// oapi-codegen keeps what it makes of a spec in package variables,
+	// which prepare has set, and so does generating the output without
+	// models.
+	rest := conf
+	rest.Generate.Models = false
+	rest.OutputOptions.SkipFmt = true
+	code, err := codegen.Generate(spec, rest)
+	if err != nil {
+		return nil, err
 	}
 	// Only its names are wanted, not the resolution of its identifiers.
 	fset := token.NewFileSet()
@@ -164,29 +171,142 @@ func predict(spec *openapi3.T, conf codegen.Configuration) (*prediction, error) 
 	scan := scanFile(fset, f)
 	// The models come first in the output; oapi-codegen's output
 	// without them is the rest of it.
-	return &prediction{types: ts, scan: newNameScan(slices.Concat(models, scan.list), scan.methods), rest: scan.list}, nil
+	return &prediction{types: ts, scan: newNameScan(slices.Concat(models, scan.list), scan.methods), rest: scan.list, rendered: true}, nil
 }
 
 // confirmed is whether scan, of oapi-codegen's output for spec once
 // resolved, declares what the prediction for spec says it does: the
 // models of the resolved spec, named as modelDecls names them, then the
-// rest as before. It must run right after codegen.Generate on spec.
+// rest as before, where it was rendered. It must run right after
+// codegen.Generate on spec.
 func (p *prediction) confirmed(spec *openapi3.T, conf codegen.Configuration, scan *nameScan) bool {
 	ts, err := collectTypes(spec, conf)
 	if err != nil {
 		return false
 	}
 	models, ok := ts.modelDecls(conf)
-	if !ok || len(scan.list) != len(models)+len(p.rest) {
+	if !ok {
 		return false
 	}
-	for i, d := range slices.Concat(models, p.rest) {
+	want := models
+	if p.rendered {
+		if len(scan.list) != len(models)+len(p.rest) {
+			return false
+		}
+		want = slices.Concat(models, p.rest)
+	}
+	if len(scan.list) < len(want) {
+		return false
+	}
+	for i, d := range want {
 		s := scan.list[i]
 		if s.name != d.name || s.kind != d.kind || s.constType != d.constType || s.constValue != d.constValue {
 			return false
 		}
 	}
 	return true
+}
+
+// typelessResponseTypes returns the strict server's response types that
+// oapi-codegen declares as interfaces, each with the method it declares
+// on it, as strict-interface.tmpl does: a response of a fixed status
+// without headers, neither a reference nor multipart, whose schema's
+// type is interface{}. ok is false for a server whose strict interface
+// comes from another template.
+func (ts *typeSet) typelessResponseTypes(conf codegen.Configuration) (decls []nameDecl, methods []interfaceMethod, ok bool) {
+	g := conf.Generate
+	switch {
+	case !g.Strict:
+		return nil, nil, true
+	case g.FiberServer || g.FiberV3Server || g.IrisServer:
+		return nil, nil, false
+	}
+	for _, op := range ts.paths {
+		if op.IsAlias {
+			continue
+		}
+		for _, resp := range op.Responses {
+			if len(resp.Headers) > 0 || !resp.HasFixedStatusCode() || resp.IsRef() {
+				continue
+			}
+			for _, c := range resp.Contents {
+				if !c.IsSupported() || c.NameTag == "Multipart" || (c.Schema.IsRef() && !c.Schema.IsExternalRef()) {
+					continue
+				}
+				if x, err := parser.ParseExpr(c.Schema.TypeDecl()); err != nil {
+					return nil, nil, false
+				} else if _, iface := x.(*ast.InterfaceType); !iface {
+					continue
+				}
+				name := op.OperationId + resp.StatusCode + c.NameTagOrContentType() + "Response"
+				decls = append(decls, nameDecl{name: name, kind: token.TYPE, iface: true})
+				methods = append(methods, interfaceMethod{recv: name, method: "Visit" + op.OperationId + "Response"})
+			}
+		}
+	}
+	return decls, methods, true
+}
+
+// prunedNamed returns, sorted, the types of the schemas prepare pruned
+// from spec (those of schemas it no longer has) that the types of its
+// webhooks still name, and models do not declare: oapi-codegen prunes
+// the schemas no path uses, yet renders the webhooks' types.
+func (ts *typeSet) prunedNamed(spec *openapi3.T, schemas openapi3.Schemas, models []nameDecl) []string {
+	pruned := map[string]bool{}
+	for name, s := range schemas {
+		if _, kept := spec.Components.Schemas[name]; kept {
+			continue
+		}
+		goName := codegen.SchemaNameToTypeName(name)
+		if s != nil && s.Value != nil {
+			if n, ok := s.Value.Extensions["x-go-name"].(string); ok {
+				goName = n
+			}
+		}
+		pruned[goName] = true
+	}
+	if len(pruned) == 0 {
+		return nil
+	}
+	for _, d := range models {
+		delete(pruned, d.name)
+	}
+	named := map[string]bool{}
+	var inType func(n ast.Node) bool
+	inType = func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.SelectorExpr: // a type of another package
+			return false
+		case *ast.Field: // field names are not types
+			ast.Inspect(n.Type, inType)
+			return false
+		case *ast.Ident:
+			if pruned[n.Name] {
+				named[n.Name] = true
+			}
+		}
+		return true
+	}
+	var visit func(td codegen.TypeDefinition)
+	visit = func(td codegen.TypeDefinition) {
+		if x, err := parser.ParseExpr(td.Schema.TypeDecl()); err == nil {
+			ast.Inspect(x, inType)
+		}
+		for _, a := range td.Schema.AdditionalTypes {
+			visit(a)
+		}
+	}
+	for i, op := range ts.ops[len(ts.paths):] {
+		for _, td := range slices.Concat(op.TypeDefinitions, ts.responseTypes[len(ts.paths)+i]) {
+			visit(td)
+		}
+		for _, body := range op.Bodies {
+			if td := body.TypeDef(op.OperationId); body.IsSupported() && td != nil {
+				visit(*td)
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(named))
 }
 
 // modelDecls returns the declarations of oapi-codegen's models (its
@@ -249,156 +369,23 @@ func typeDecl(td codegen.TypeDefinition) nameDecl {
 	return nameDecl{name: td.TypeName, kind: token.TYPE, iface: iface}
 }
 
-// enumConst is an enum of oapi-codegen's output, whose constants are
-// named after its values, or after its type and values when prefixed.
-type enumConst struct {
-	td       codegen.TypeDefinition
-	prefixed bool
-}
-
-// names returns the enum's constants' names, with their values.
-func (e *enumConst) names() map[string]string {
-	if !e.prefixed {
-		return e.td.Schema.EnumValues
-	}
-	named := make(map[string]string, len(e.td.Schema.EnumValues))
-	for k, v := range e.td.Schema.EnumValues {
-		named[e.td.TypeName+codegen.UppercaseFirstCharacter(k)] = v
-	}
-	return named
-}
-
-// enumConstDecls returns the constants oapi-codegen declares for the
-// enums among types, the types its models are made of, as its
-// GenerateEnums names them: each enum once, by type name; prefixed with
-// the type's name when an enum shares a value's name with another
-// (always, with compatibility.always-prefix-enum-values), or with a type,
-// or names one value like its own type. ok is false where oapi-codegen
-// would refuse an enum.
-func enumConstDecls(types []codegen.TypeDefinition, alwaysPrefix bool) (decls []nameDecl, ok bool) {
-	var enums []*enumConst
-	seen := map[string]bool{}
-	others := map[string]bool{} // the types that are not enums
-	for _, td := range types {
-		if len(td.Schema.EnumValues) == 0 {
-			others[td.TypeName] = true
-		}
-		if seen[td.TypeName] {
-			continue
-		}
-		seen[td.TypeName] = true
-		if len(td.Schema.EnumValues) > 0 {
-			enums = append(enums, &enumConst{td: td, prefixed: alwaysPrefix || td.ForceEnumPrefix})
-		}
-	}
-	prefixMeetingEnums(enums)
-	for _, e := range enums {
-		for k := range e.td.Schema.EnumValues {
-			if others[k] || (!e.prefixed && k == e.td.TypeName) {
-				e.prefixed = true
-			}
-		}
-	}
-	for _, e := range enums {
-		str := e.td.Schema.GoType == "string"
-		named := e.names()
-		for _, name := range slices.Sorted(maps.Keys(named)) {
-			lit, ok := enumLiteral(named[name], str)
-			if !ok {
-				return nil, false
-			}
-			decls = append(decls, nameDecl{name: name, kind: token.CONST, constType: e.td.TypeName, constValue: lit})
-		}
-	}
-	return decls, true
-}
-
-// prefixMeetingEnums marks the enums oapi-codegen prefixes because they
-// share a value's name with another enum, or their constants' names meet.
-func prefixMeetingEnums(enums []*enumConst) {
-	// oapi-codegen prefixes two enums that share a value's name, or whose
-	// constants' names meet, until none meet; prefixing only adds
-	// meetings, so the enums it prefixes are those found by meeting here,
-	// in any order, without comparing every pair.
-	byValue := map[string][]*enumConst{}
-	for _, e := range enums {
-		for k := range e.td.Schema.EnumValues {
-			byValue[k] = append(byValue[k], e)
-		}
-	}
-	for _, sharing := range byValue {
-		if len(sharing) > 1 {
-			for _, e := range sharing {
-				e.prefixed = true
-			}
-		}
-	}
-	for changed := true; changed; {
-		changed = false
-		byName := map[string][]*enumConst{}
-		for _, e := range enums {
-			for name := range e.names() {
-				byName[name] = append(byName[name], e)
-			}
-		}
-		for _, meeting := range byName {
-			if len(meeting) < 2 || !slices.ContainsFunc(meeting, func(e *enumConst) bool { return !e.prefixed }) {
-				continue // both prefixed: oapi-codegen leaves them
-			}
-			for _, e := range meeting {
-				changed = changed || !e.prefixed
-				e.prefixed = true
-			}
-		}
-	}
-}
-
-// enumLiteral is the literal of an enum constant's value, as oapi-codegen
-// writes it for a string enum (str) or another; "" for a value that is
-// not one literal. ok is false where oapi-codegen refuses the enum.
-func enumLiteral(value string, str bool) (lit string, ok bool) {
-	switch {
-	case str:
-		return codegen.StringToGoString(value), true
-	case !numberOrBool(value):
-		return "", false // oapi-codegen refuses the enum
-	}
-	// Written as it is, the value is one literal, or an identifier
-	// (true) or expression (-1) that is none.
-	x, err := parser.ParseExpr(value)
-	if err != nil {
-		return "", false
-	}
-	if b, ok := x.(*ast.BasicLit); ok {
-		return b.Value, true
-	}
-	return "", true
-}
-
-// numberOrBool is whether oapi-codegen writes value as a non-string
-// enum's constant, as its GenerateEnums checks.
-func numberOrBool(value string) bool {
-	if value == "true" || value == "false" {
-		return true
-	}
-	_, err := strconv.ParseFloat(value, 64)
-	return err == nil
-}
-
-// mayCollide is whether oapi-codegen's output may need a resolution
-// that a prediction finds, judged from models, its models' declarations:
-// two of them named alike, one named like a type the strict server or
-// the client declares for an operation (<Op>RequestObject,
-// <Op>ResponseObject, <Op><status>...Response, and the client's
-// <Op>Response, New<Op>Request..., Parse<Op>Response), or a response
-// without a schema type. It only spares the rendering without models
+// collisions says whether oapi-codegen's output may need a resolution
+// that a prediction finds, judged from models, its models'
+// declarations: two of them named alike (among); one named like the
+// strict server's <Op>RequestObject or <Op>ResponseObject (strict),
+// whose names are known without rendering; or one named like another
+// type the strict server or the client declares for an operation
+// (<Op><status>...Response, and the client's <Op>Response,
+// New<Op>Request..., Parse<Op>Response), which only the output without
+// models tells (withRest). It only spares the rendering without models
 // where nothing needs it: what it misses, the loop finds in the output.
-func (ts *typeSet) mayCollide(models []nameDecl, conf codegen.Configuration) bool {
+func (ts *typeSet) collisions(models []nameDecl, conf codegen.Configuration) (among, strict, withRest bool) {
 	names := make([]string, 0, len(models))
 	seen := make(map[string]bool, len(models))
 	for _, d := range models {
 		if seen[d.name] {
-			return true
+			among = true
+			continue
 		}
 		seen[d.name] = true
 		names = append(names, d.name)
@@ -412,27 +399,22 @@ func (ts *typeSet) mayCollide(models []nameDecl, conf codegen.Configuration) boo
 	}
 	names = slices.DeleteFunc(names, func(name string) bool { return !seen[name] })
 	suffix := cmp.Or(conf.OutputOptions.ResponseTypeSuffix, "Response")
-	var exact []string
+	var client []string
 	prefixes := map[string]string{} // a prefix, and what the rest must hold
 	for _, op := range ts.ops {
 		id := codegen.UppercaseFirstCharacter(op.OperationId)
-		exact = append(exact, id+"RequestObject", id+"ResponseObject")
+		strict = strict || (conf.Generate.Strict && (seen[id+"RequestObject"] || seen[id+"ResponseObject"]))
 		if conf.Generate.Client {
-			exact = append(exact, id+suffix, "Parse"+id+suffix)
+			client = append(client, id+suffix, "Parse"+id+suffix)
 			prefixes["New"+id+"Request"] = ""
 		}
 		for _, resp := range op.Responses {
 			prefixes[op.OperationId+resp.StatusCode] = "Response"
-			for _, c := range resp.Contents {
-				if strings.HasPrefix(c.Schema.TypeDecl(), "interface") {
-					return true
-				}
-			}
 		}
 	}
-	for _, name := range exact {
+	for _, name := range client {
 		if seen[name] {
-			return true
+			return among, strict, true
 		}
 	}
 	slices.Sort(names)
@@ -440,9 +422,29 @@ func (ts *typeSet) mayCollide(models []nameDecl, conf codegen.Configuration) boo
 		i, _ := slices.BinarySearch(names, prefix)
 		for ; i < len(names) && strings.HasPrefix(names[i], prefix); i++ {
 			if strings.Contains(names[i][len(prefix):], holds) {
-				return true
+				return among, strict, true
 			}
 		}
 	}
-	return false
+	return among, strict, false
+}
+
+// strictObjects returns the strict server's <Op>RequestObject and
+// <Op>ResponseObject, as strict-interface.tmpl declares them for the
+// operations of the paths.
+func (ts *typeSet) strictObjects(conf codegen.Configuration) []nameDecl {
+	if !conf.Generate.Strict {
+		return nil
+	}
+	var decls []nameDecl
+	for _, op := range ts.paths {
+		if op.IsAlias {
+			continue
+		}
+		id := codegen.UppercaseFirstCharacter(op.OperationId)
+		decls = append(decls,
+			nameDecl{name: id + "RequestObject", kind: token.TYPE},
+			nameDecl{name: id + "ResponseObject", kind: token.TYPE, iface: true})
+	}
+	return decls
 }

@@ -183,13 +183,17 @@ func TestResolveAhead(t *testing.T) {
 	// the client only, whose client's response types are named like
 	// other types.
 	ahead := map[string]bool{
-		"enum-constants.yaml":                               true,
-		"array-items.yaml":                                  true,
-		"response-object.yaml":                              false,
-		"typeless-response.yaml":                            true,
-		"OAI-OpenAPI-Specification__api-with-examples.yaml": true,
-		"openai-openapi__openapi-2023-11-3.0.yaml":          false,
-		"stripe-openapi__spec3-2023-09.yaml":                true,
+		"enum-constants.yaml":                                 true,
+		"array-items.yaml":                                    true,
+		"response-object.yaml":                                false,
+		"typeless-response.yaml":                              true,
+		"webhook-schema.yaml":                                 true,
+		"webhook-parameter.yaml":                              true,
+		"prune-and-typeless-edges.yaml":                       true,
+		"OAI-OpenAPI-Specification__webhook-example-3.1.yaml": true,
+		"OAI-OpenAPI-Specification__api-with-examples.yaml":   true,
+		"openai-openapi__openapi-2023-11-3.0.yaml":            false,
+		"stripe-openapi__spec3-2023-09.yaml":                  true,
 	}
 	// With resolve-type-name-collisions, oapi-codegen names types apart
 	// from the client's, which nothing predicts: resolving is after the
@@ -287,4 +291,32 @@ func specTreeOf(t *testing.T, path string) *yaml.Node {
 		t.Fatal(err)
 	}
 	return specTree(path, src)
+}
+
+// TestPrepare checks what resolving ahead relies on in oapi-codegen:
+// that codegen.Generate sets its state and prunes the document before it
+// compiles the streaming-content-types patterns (prepare), so that the
+// state is there, the schemas no path uses are gone, and the options'
+// own patterns are left as they were.
+func TestPrepare(t *testing.T) {
+	t.Parallel()
+	doc := loadForTest(t, filepath.Join("testdata", "resolve", "webhook-schema.yaml"))
+	conf := serverConf(false)
+	conf.OutputOptions.StreamingContentTypes = []string{"application/x-ndjson"}
+	oapiCodegen.mu.Lock()
+	defer oapiCodegen.mu.Unlock()
+	before := len(doc.Components.Schemas)
+	if !prepare(doc, conf) {
+		t.Fatal("prepare stopped on something else than its pattern: oapi-codegen's order has changed, and resolving ahead no longer applies")
+	}
+	if len(doc.Components.Schemas) >= before {
+		t.Errorf("%d schemas after prepare, %d before: the document was not pruned", len(doc.Components.Schemas), before)
+	}
+	if got := conf.OutputOptions.StreamingContentTypes; len(got) != 1 {
+		t.Errorf("the caller's patterns changed: %q", got)
+	}
+	defs, err := codegen.OperationDefinitions(doc)
+	if err != nil || len(defs) == 0 {
+		t.Fatalf("oapi-codegen's operations after prepare: %d, %v", len(defs), err)
+	}
 }

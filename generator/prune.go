@@ -2,6 +2,7 @@ package generator
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -22,12 +23,19 @@ func (r *resolver) keepPruned(spec *openapi3.T, load func() (*openapi3.T, error)
 	kept.OutputOptions.SkipPrune = true
 	if all, err := r.mode.generate(fresh, kept); err == nil {
 		if s, err := r.mode.scan(all); err == nil && len(s.undeclaredNames()) == 0 {
-			schemas, loc := r.prunedSchemas(fresh, missing)
-			r.found = append(r.found, resolution{loc, fmt.Sprintf("oapi-codegen prunes the schemas no path uses, yet the webhooks' types name %s; generated with oapi-codegen.output-options.skip-prune: true, which keeps every schema (set it in the config to say so)", prunedWhat(missing, schemas))})
+			r.keptPruned(fresh, missing)
 			return all, fresh, s, kept, nil
 		}
 	}
 	return r.regenerate(spec, conf, code, scan)
+}
+
+// keptPruned reports that fresh was generated with skip-prune, for the
+// missing types; resolveAhead does so too when it predicts them.
+func (r *resolver) keptPruned(fresh *openapi3.T, missing []string) {
+	missing = slices.Sorted(slices.Values(missing))
+	schemas, loc := r.prunedSchemas(fresh, missing)
+	r.found = append(r.found, resolution{loc, fmt.Sprintf("oapi-codegen prunes the schemas no path uses, yet the webhooks' types name %s; generated with oapi-codegen.output-options.skip-prune: true, which keeps every schema (set it in the config to say so)", prunedWhat(missing, schemas))})
 }
 
 // keepReferred is keepPruned without the option, for the augmented spec:

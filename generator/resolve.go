@@ -139,7 +139,7 @@ func generateResolved(specPath string, spec *openapi3.T, load func() (*openapi3.
 	}
 	var first *pass
 	if mode.ahead {
-		res, out, afresh := resolveAhead(specPath, spec, conf, mode, hoists)
+		res, out, afresh := resolveAhead(specPath, spec, reload, conf, mode, hoists)
 		switch {
 		case res != nil:
 			return *res, nil
@@ -179,7 +179,7 @@ func newResolver(specPath string, mode resolveMode, spec *openapi3.T, hoists []h
 // the prediction did not say. The loop makes the same resolutions from
 // the output itself, so the result is the same either way; only the
 // time differs, one full run of oapi-codegen instead of two.
-func resolveAhead(specPath string, spec *openapi3.T, conf codegen.Configuration, mode resolveMode, hoists []hoist) (res *resolved, first *pass, afresh bool) {
+func resolveAhead(specPath string, spec *openapi3.T, reload func() (*openapi3.T, error), conf codegen.Configuration, mode resolveMode, hoists []hoist) (res *resolved, first *pass, afresh bool) {
 	// The loop's first run of oapi-codegen sees the operationIds as
 	// loaded, and the run after a resolution those the first run wrote
 	// (ids).
@@ -189,16 +189,37 @@ func resolveAhead(specPath string, spec *openapi3.T, conf codegen.Configuration,
 		return nil, nil, true
 	}
 	r := newResolver(specPath, mode, spec, hoists)
+	kept := false
+	if p != nil && len(p.pruned) > 0 {
+		// The loop generates a fresh copy with skip-prune (keepPruned),
+		// then resolves from that output.
+		if spec, err = reload(); err != nil {
+			return nil, nil, true
+		}
+		r.spec, ids, kept = spec, operationIDsOf(spec), true
+		r.keptPruned(spec, p.pruned)
+		conf.OutputOptions.SkipPrune = true
+		if p, err = predict(spec, conf); err != nil {
+			return nil, nil, true
+		}
+	}
 	if p == nil || !p.scan.dirty() || r.clientNamed(p.scan, p.types.paths, conf) {
-		ids.restore()
-		return nil, nil, false // nothing to resolve, or an option to set, which changes more names
+		if !kept {
+			ids.restore()
+			return nil, nil, false // nothing to resolve, or an option to set, which changes more names
+		}
+		p = nil // skip-prune alone
 	}
-	changed := r.enumConstants(p.scan, p.types.byName)
-	changed = r.typeNames(p.scan, p.types.byName) || changed
-	changed = r.typelessResponses(p.scan, p.types.paths) || changed
+	changed := false
+	if p != nil {
+		changed = r.enumConstants(p.scan, p.types.byName)
+		changed = r.typeNames(p.scan, p.types.byName) || changed
+		changed = r.typelessResponses(p.scan, p.types.paths) || changed
+	}
 	if !changed {
-		ids.restore() // the run is the loop's first
+		ids.restore() // the run is the loop's first, or keepPruned's
 	}
+	changed = changed || kept
 	code, err := mode.generate(spec, conf)
 	if err != nil {
 		return nil, nil, true
@@ -207,7 +228,7 @@ func resolveAhead(specPath string, spec *openapi3.T, conf codegen.Configuration,
 	if !changed {
 		return nil, &pass{code, scan, scanErr}, false
 	}
-	if scanErr != nil || scan.dirty() || len(scan.undeclaredNames()) > 0 || !p.confirmed(spec, conf, scan) {
+	if scanErr != nil || scan.dirty() || len(scan.undeclaredNames()) > 0 || (p != nil && !p.confirmed(spec, conf, scan)) {
 		return nil, nil, true
 	}
 	r.reportEnums(scan)

@@ -62,6 +62,22 @@ func TestResolvedSpecs(t *testing.T) {
 					"kept it with components.schemas.IdemgenKeptSchemas, which refers to it and to itself (a client generated with output-options.skip-prune: true does not need it)",
 			},
 		},
+		{
+			spec: "webhook-parameter.yaml",
+			warnings: []string{
+				":27:5: warning: oapi-codegen prunes the schemas no path uses, yet the webhooks' types name schema Kind; generated with oapi-codegen.output-options.skip-prune: true, which keeps every schema (set it in the config to say so)",
+				":27:5: warning: the augmented spec, for oapi-codegen's client of it: oapi-codegen leaves the schemas no path uses out of a client's models, yet the webhooks' types name schema Kind; " +
+					"kept it with components.schemas.IdemgenKeptSchemas, which refers to it and to itself (a client generated with output-options.skip-prune: true does not need it)",
+			},
+		},
+		{
+			// Only the 202 is an interface; the webhook's response names a
+			// pruned schema in no type of the output.
+			spec: "prune-and-typeless-edges.yaml",
+			warnings: []string{
+				":26:13: warning: the 202 response of GET /things (application/json) has no schema type, and oapi-codegen's interface{} for it cannot carry the strict server's methods; its body is an idem.JSONValue, which holds any JSON value: return ListThings202JSONResponse(idem.JSONOf(v))",
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {
