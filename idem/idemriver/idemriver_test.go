@@ -991,3 +991,56 @@ func TestWorkCutByStopIsSnoozed(t *testing.T) {
 		t.Errorf("status after the cut run: %q, want pending (no failure stored)", st.Status)
 	}
 }
+
+// An accept that finds no connection free within the store's acquire
+// bound is told the store is busy (503 store-busy with Retry-After), and
+// leaves neither a key row nor a job; once a connection is free, the
+// same request is accepted, with one job.
+func TestAcceptWithNoFreeConnectionIsBusy(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgxpool.ParseConfig(newPool(t).Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	h := newHarness(t, pool, idem.Options{})
+	h.engine = idem.NewEngine[pgx.Tx](pgstore.New(pool, pgstore.Options{AcquireTimeout: 100 * time.Millisecond}), idem.Options{Logger: slog.New(slog.DiscardHandler)})
+	if resp := h.post("warm", "", "acct"); resp.Status != http.StatusAccepted {
+		t.Fatalf("warm-up accept: %d %s", resp.Status, resp.Body)
+	}
+	held, err := pool.Acquire(context.Background()) // the pool's one connection, busy elsewhere
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := h.post("busy", "", "acct")
+	count := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}, sql string) int {
+		var n int
+		if err := q.QueryRow(context.Background(), sql, "busy").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	rows := count(held, `SELECT count(*) FROM idempotency_keys WHERE key = $1`)
+	jobs := count(held, `SELECT count(*) FROM river_job WHERE args->>'key' = $1`)
+	held.Release()
+	var problem struct{ Type string }
+	if err := json.Unmarshal(resp.Body, &problem); err != nil || resp.Status != http.StatusServiceUnavailable || problem.Type != idem.TypeStoreBusy || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("accept on a full pool: %d %s (Retry-After %q), want 503 store-busy with Retry-After", resp.Status, resp.Body, resp.Header.Get("Retry-After"))
+	}
+	if rows != 0 || jobs != 0 {
+		t.Fatalf("the refused accept left %d key rows and %d jobs, want none", rows, jobs)
+	}
+	if resp := h.post("busy", "", "acct"); resp.Status != http.StatusAccepted {
+		t.Fatalf("the retry once a connection is free: %d %s, want 202", resp.Status, resp.Body)
+	}
+	if n := count(pool, `SELECT count(*) FROM river_job WHERE args->>'key' = $1`); n != 1 {
+		t.Fatalf("%d jobs after the retry, want 1", n)
+	}
+}
