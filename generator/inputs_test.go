@@ -35,6 +35,14 @@ func TestTrailingDataIs400(t *testing.T) {
 	runInputs(t, "^TestTrailingDataIs400$")
 }
 
+// TestBodyNotUTF8Is400: a JSON body that is not UTF-8 is a 400 problem
+// saying so, before any claim, on every server kind: encoding/json would
+// read its bytes as U+FFFD, and two requests that differ there would
+// fingerprint alike.
+func TestBodyNotUTF8Is400(t *testing.T) {
+	runInputs(t, "^TestBodyNotUTF8Is400$")
+}
+
 // TestUndeclaredMediaTypeIs415: a body of a media type the annotated
 // operation does not declare, or of none, is a 415 problem naming those
 // it does, before any claim.
@@ -446,6 +454,29 @@ func testTrailingData(t *testing.T, svc *service, srv *httptest.Server, base req
 			// Nothing was claimed: the key serves the request as it should have been.
 			if a := send(t, srv, base, key); !ok(a.status) || a.replayed {
 				t.Errorf("%s %s, limit %d: the key of a 400 with the request fixed: %d replayed=%v %s, want it run", base.method, base.path, limit, a.status, a.replayed, a.body)
+			}
+		}
+	}
+}
+
+func TestBodyNotUTF8Is400(t *testing.T) {
+	svc, srv := newServer(t, IdempotentHandlerOptions{})
+	for _, body := range []string{"{\"name\": \"caf\xe9\"}", "{\"name\": \"caf\xe8\"}"} {
+		for _, chunked := range []bool{false, true} {
+			key := newKey()
+			runs := svc.runCount()
+			a := send(t, srv, item.with(func(r *request) {
+				r.body = body
+				r.chunked = chunked
+			}), key)
+			if a.status != 400 || !strings.HasSuffix(a.problem.Type, "#invalid-request") || !strings.Contains(a.problem.Detail, "not valid UTF-8") {
+				t.Errorf("body %q (chunked %v): %d %+v, want a 400 invalid-request saying it is not UTF-8", body, chunked, a.status, a.problem)
+			}
+			if svc.runCount() != runs {
+				t.Errorf("body %q (chunked %v): the handler ran", body, chunked)
+			}
+			if a := send(t, srv, item, key); !ok(a.status) || a.replayed {
+				t.Errorf("the key of the refused body, with the request in UTF-8: %d replayed=%v %s, want it run", a.status, a.replayed, a.body)
 			}
 		}
 	}

@@ -272,6 +272,11 @@ func testKeyFromHeader(t *testing.T, s *sender) {
 	if !strings.Contains(missing.detail, "Webhook-Id header") {
 		t.Errorf("the missing-key detail does not name the header: %q", missing.detail)
 	}
+	empty := s.event("", first, "Webhook-Id", "")
+	want(t, "an empty Webhook-Id", empty, 400, false, 0, idem.TypeInvalidKey)
+	if !strings.Contains(empty.detail, "Webhook-Id header is empty") {
+		t.Errorf("the invalid-key detail does not say the header is empty: %q", empty.detail)
+	}
 	twice := s.event("msg_3", first, "Webhook-Id", "msg_4")
 	want(t, "Webhook-Id twice", twice, 400, false, 0, idem.TypeInvalidKey)
 	reused := s.event("msg_1", ` + "`" + `{"type":"payment.failed","delivered_at":"t1","data":{}}` + "`" + `)

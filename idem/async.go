@@ -330,7 +330,17 @@ func (op *Operation) StatusLocation(key string) string {
 	if op.StatusPath == "" {
 		return ""
 	}
-	return strings.Replace(op.StatusPath, "{key}", url.PathEscape(key), 1)
+	return strings.Replace(op.StatusPath, "{key}", keySegment(key), 1)
+}
+
+// keySegment is key as one segment of a URL's path. url.PathEscape
+// leaves the dots of "." and ".." as they are, which routers and clients
+// take for the segment itself or its parent, so those are escaped too.
+func keySegment(key string) string {
+	if key == "." || key == ".." {
+		return strings.Repeat("%2E", len(key))
+	}
+	return url.PathEscape(key)
 }
 
 // Status answers a read of the status resource of an async request of op

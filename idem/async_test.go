@@ -41,7 +41,17 @@ func TestAsyncNeedsAnAccepter(t *testing.T) {
 // A key goes into its status resource's path escaped, as one segment.
 func TestStatusLocationEscapesKey(t *testing.T) {
 	op := &idem.Operation{Name: "createExport", Path: "/accounts/{id}/exports", StatusPath: "/exports/requests/{key}"}
-	if got := op.StatusLocation("a b/c"); got != "/exports/requests/a%20b%2Fc" {
-		t.Errorf("StatusLocation escapes the key as %q", got)
+	for key, want := range map[string]string{
+		"a b/c": "/exports/requests/a%20b%2Fc",
+		// Routers and clients read these segments as the path's own
+		// or its parent's: their dots are escaped.
+		".":   "/exports/requests/%2E",
+		"..":  "/exports/requests/%2E%2E",
+		"...": "/exports/requests/...",
+		"a.b": "/exports/requests/a.b",
+	} {
+		if got := op.StatusLocation(key); got != want {
+			t.Errorf("StatusLocation(%q) = %q, want %q", key, got, want)
+		}
 	}
 }

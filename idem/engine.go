@@ -799,6 +799,17 @@ func (e *Engine[T]) abort(ctx, endCtx context.Context, op *Operation, txn Txn[T]
 		return e.attemptFailed(ctx, op, at, "handler", fmt.Errorf("%w (the handler failed with: %w)", abortErr, handlerErr)), nil
 	case abortErr != nil:
 		e.log.ErrorContext(ctx, "idem: abort attempt", "operation", at.id.Operation, "error", abortErr)
+	case e.caps.classifier != nil && errors.Is(e.caps.classifier.ClassifyError(handlerErr), ErrStoreRejectedInput):
+		// The database refused a value the request sent: every retry
+		// would fail the same way, and the attempt left nothing behind.
+		e.log.WarnContext(ctx, "idem: the database refused a value of the request", "operation", at.id.Operation, "error", handlerErr)
+		observed(ctx).err = fmt.Errorf("idem: handler: %w", handlerErr)
+		return e.render(&Problem{
+			Type:   TypeInvalidRequest,
+			Title:  "Invalid request",
+			Status: http.StatusBadRequest,
+			Detail: "The database refused a value of this request (too long, out of range, not of its type, or holding a character it cannot store, such as a NUL). Correct the request and send it again; it was not run, and its " + observed(ctx).key() + " was not used.",
+		}), nil
 	}
 	return nil, handlerErr
 }

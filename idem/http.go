@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 type requestKey struct{}
@@ -319,6 +320,10 @@ func (g *Gate) validate(w http.ResponseWriter, r *http.Request) bool {
 			return false
 		}
 	}
+	if data != nil && g.streams(r) && !utf8.Valid(data) {
+		g.refuse(w, r, notUTF8())
+		return false
+	}
 	if p := g.Validate(r, data); p != nil {
 		g.refuse(w, r, p)
 		return false
@@ -425,12 +430,18 @@ func bound(w http.ResponseWriter, r *http.Request, limit int64, g *Gate) (io.Rea
 type boundedBody struct {
 	io.ReadCloser
 	end  valueEnd
+	text utf8Check
 	gate *Gate // that bounded it, if any
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.end.scan(p[:n])
+	if !b.text.scan(p[:n]) || (err == io.EOF && !b.text.end()) {
+		// None of the bytes: the decoder would decode a value it holds
+		// whole before it looks at the error.
+		return 0, notUTF8()
+	}
 	if err == io.EOF {
 		b.end.eof()
 	}
@@ -623,6 +634,9 @@ func bodyProblem(err error) *Problem {
 	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
 		return bodyTooLarge(tooLarge.Limit)
 	}
+	if p := (*Problem)(nil); errors.As(err, &p) {
+		return p
+	}
 	return &Problem{
 		Type:   TypeInvalidRequest,
 		Title:  "Invalid request",
@@ -652,6 +666,9 @@ func (h ErrorHandlers) RequestError(w http.ResponseWriter, r *http.Request, err 
 	}
 	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
 		p = bodyTooLarge(tooLarge.Limit)
+	}
+	if refused := (*Problem)(nil); errors.As(err, &refused) {
+		p = refused // such as a body that is not UTF-8
 	}
 	gateOf(r).traceRefusal(r.Context(), p)
 	writeProblem(w, h.Problems, p)
@@ -690,6 +707,9 @@ func (h ErrorHandlers) ResponseError(w http.ResponseWriter, r *http.Request, err
 		attrs = append(attrs, "recovery_point", pe.Point)
 		if pe.Point != "" {
 			detail = fmt.Sprintf("The server failed partway through the request. Its steps up to %q are done and kept, and nothing after them: a retry with the same %s resumes after them. Do not send a new key for this request, or the kept steps may be done twice.", pe.Point, key)
+		} else {
+			// A phased request's key is bound to it from its first step on.
+			detail = fmt.Sprintf("The server failed before the request's first step was done; nothing of it is kept. Its %s stays bound to this request: a retry of the same request with the same key runs it again, and a different request needs a new key.", key)
 		}
 	}
 	log.ErrorContext(r.Context(), "idem: handler failed", attrs...)

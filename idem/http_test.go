@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -452,6 +453,7 @@ func TestHandlerErrorNamesTheKeyPlacement(t *testing.T) {
 	for _, err := range []error{
 		errors.New("the handler failed"),
 		&idem.PhaseError{Operation: "receiveEvent", Point: "stored", Err: errors.New("the second phase failed")},
+		&idem.PhaseError{Operation: "receiveEvent", Err: errors.New("the first phase failed")},
 	} {
 		r := httptest.NewRequest("POST", "/webhooks", strings.NewReader(`{}`))
 		r.Header.Set("Content-Type", "application/json")
@@ -463,6 +465,46 @@ func TestHandlerErrorNamesTheKeyPlacement(t *testing.T) {
 		idem.ErrorHandlers{Logger: slog.New(slog.DiscardHandler)}.ResponseError(w, r, err)
 		if body := w.Body.String(); w.Code != http.StatusInternalServerError || !strings.Contains(body, "Webhook-Id") || strings.Contains(body, idem.HeaderKey) {
 			t.Errorf("%v: %d %s, want a 500 naming the Webhook-Id and no %s", err, w.Code, body, idem.HeaderKey)
+		}
+		// A phased request's key is bound to it from its first step on:
+		// the answer may not say nothing was stored for it.
+		if pe := (*idem.PhaseError)(nil); errors.As(err, &pe) && pe.Point == "" && (!strings.Contains(w.Body.String(), "stays bound to this request") || strings.Contains(w.Body.String(), "Nothing was stored")) {
+			t.Errorf("a first phase's failure: %s, want it to say the key stays bound to the request", w.Body)
+		}
+	}
+}
+
+// A JSON body that is not UTF-8 is refused with a 400 before it is
+// decoded: encoding/json would read it as U+FFFD, and two requests that
+// differ there would fingerprint alike. The gate refuses it when it
+// validates (the body read whole); when the body streams to the decoder,
+// its read fails, and RequestError answers the same 400. A body that is
+// UTF-8 goes through either way.
+func TestJSONBodyNotUTF8(t *testing.T) {
+	latin1 := "{\"name\": \"caf\xe9\"}"
+	for _, validate := range []bool{true, false} {
+		g := &idem.Gate{Operation: "createOrder", Accept: []string{"application/json"}, JSON: []string{"application/json"}}
+		validated := 0
+		if validate {
+			g.Validate = func(*http.Request, []byte) *idem.Problem { validated++; return nil }
+		}
+		for _, body := range []string{latin1, `{"name": "café"}`} {
+			r := httptest.NewRequest("POST", "/orders", strings.NewReader(body))
+			r.Header.Set("Content-Type", "application/json; charset=iso-8859-1")
+			w := httptest.NewRecorder()
+			if g.Pass(w, r) {
+				var v any
+				if err := json.NewDecoder(r.Body).Decode(&v); err != nil {
+					(idem.ErrorHandlers{}).RequestError(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+				}
+			}
+			utf8 := body != latin1
+			if refused := w.Code == http.StatusBadRequest && strings.Contains(w.Body.String(), "not valid UTF-8"); refused == utf8 {
+				t.Errorf("validate %v, body %q: %d %s; want refused: %v", validate, body, w.Code, w.Body, !utf8)
+			}
+		}
+		if validate && validated != 1 {
+			t.Errorf("Validate ran %d times, want once: for the UTF-8 body only", validated)
 		}
 	}
 }

@@ -188,6 +188,9 @@ func (g *Gate) gateKey(r *http.Request) *Problem {
 		case len(values) > 1:
 			err := &KeyError{Reason: fmt.Sprintf("%s appears %d times; send it exactly once", s, len(values))}
 			return invalidKeyProblem(err, g.Key, "")
+		case len(values) == 1 && values[0] == "" && g.KeyRequired:
+			// The parameters' binder would refuse it with a generic error.
+			return invalidKeyProblem(&KeyError{Reason: s.String() + " is empty"}, g.Key, "")
 		case len(values) == 1 && s.In == KeyInHeader && joined(values[0]):
 			err := &KeyError{Reason: s.String() + " holds more than one value, joined by a comma as a proxy joins repeated header lines; send it exactly once"}
 			return invalidKeyProblem(err, g.Key, "")

@@ -306,7 +306,7 @@ func (s *Server) start(ctx context.Context, cfg Config, log *slog.Logger) (err e
 			return fmt.Errorf("the webhook secret cannot be used: %w; give the provider's, whsec_ followed by base64", err)
 		}
 	} else {
-		log.Warn("orders-api: the payment provider's webhooks are not verified; set its secret (orders-api: ORDERS_WEBHOOK_SECRET) anywhere but on your own machine")
+		log.Warn("orders-api: the payment provider's webhooks are not verified; set its secret (orders-api: PSP_WEBHOOK_SECRET) anywhere but on your own machine")
 	}
 	mux.Handle("/", api)
 	mux.Handle("GET /metrics", tel.metrics)

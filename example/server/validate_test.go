@@ -118,3 +118,66 @@ func TestRequestValidatedBeforeClaim(t *testing.T) {
 		t.Errorf("idem_requests_total: %v, want %v", got, want)
 	}
 }
+
+// A JSON body that is not UTF-8 is refused before any claim, whatever its
+// Content-Type's charset says: read as UTF-8 its bytes would decode as
+// U+FFFD, and another request that differs only there would be taken for
+// it and replayed its answer. So the Latin-1 é of a first order and the è
+// of a second never meet under one key; nor do two purchase orders whose
+// numbers, the key of importOrders, differ only there.
+func TestBodyNotUTF8IsRefused(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	srv, err := server.Start(context.Background(), server.Config{DatabaseURL: dbURL, AuthSecret: testSecret, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	send := func(path, key, body string) reply {
+		t.Helper()
+		req, err := http.NewRequest("POST", srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json; charset=iso-8859-1")
+		authorize(req, "acct_1")
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reply{resp.StatusCode, resp.Header, b}
+	}
+	orderFor := func(customer string) string {
+		return `{"amount_cents": 1250, "currency": "EUR", "customer_id": "` + customer + `"}`
+	}
+	importOf := func(po string) string {
+		return `{"po_number": "` + po + `", "lines": [` + orderFor("cus_1") + `]}`
+	}
+	for _, tt := range []struct{ path, key, body string }{
+		{"/orders", "k1", orderFor("caf\xe9")},
+		{"/orders", "k1", orderFor("caf\xe8")},
+		{"/orders/imports", "unused", importOf("PO-\xe9")},
+		{"/orders/imports", "unused", importOf("PO-\xe8")},
+	} {
+		r := send(tt.path, tt.key, tt.body)
+		if r.status != 400 {
+			t.Fatalf("%s %q: %d %s, want 400", tt.path, tt.body, r.status, r.body)
+		}
+		if p := r.problem(t); p.Type != idem.TypeInvalidRequest || !strings.Contains(p.Detail, "not valid UTF-8") {
+			t.Errorf("%s %q: %+v, want invalid-request saying the body is not UTF-8", tt.path, tt.body, p)
+		}
+	}
+	// Nothing was claimed: the key runs a request in UTF-8, and another
+	// in UTF-8 that differs from it is a 422, not a replay.
+	if r := send("/orders", "k1", orderFor("café")); r.status != 201 || r.header.Get(idem.HeaderReplayed) != "" {
+		t.Fatalf("the order in UTF-8 under the same key: %d %s, want 201", r.status, r.body)
+	}
+	if r := send("/orders", "k1", orderFor("cafè")); r.status != 422 {
+		t.Fatalf("another order under the key: %d %s, want 422", r.status, r.body)
+	}
+}

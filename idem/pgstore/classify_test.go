@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -127,6 +128,104 @@ func TestStoreErrorClassification(t *testing.T) {
 		e := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: slog.New(&records{})})
 		if resp, err := request(t, e, "k1", nil); err != nil || resp.Status != 503 || problemType(t, resp) != idem.TypeStoreUnavailable || resp.Header.Get("Retry-After") == "" {
 			t.Fatalf("%+v, %v; want a 503 with Retry-After", resp, err)
+		}
+	})
+
+	t.Run("refusing connections", func(t *testing.T) {
+		// A database that refuses new sessions (ALLOW_CONNECTIONS false, as
+		// during maintenance) cannot be reached: 503, every time.
+		url := pgtest.NewDatabase(t)
+		cfg, err := pgx.ParseConfig(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := cfg.Database
+		cfg.Database = "postgres" // a database may not refuse its own session's
+		admin, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer admin.Close(ctx)
+		if _, err := admin.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` ALLOW_CONNECTIONS false`); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_, _ = admin.Exec(context.Background(), `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` ALLOW_CONNECTIONS true`)
+		})
+		pool, err := pgxpool.New(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		e := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: slog.New(&records{})})
+		for _, key := range []string{"k1", "k2"} {
+			if resp, err := request(t, e, key, nil); err != nil || resp.Status != 503 || problemType(t, resp) != idem.TypeStoreUnavailable || resp.Header.Get("Retry-After") == "" {
+				t.Fatalf("%s: %+v, %v; want a 503 store-unavailable with Retry-After", key, resp, err)
+			}
+		}
+	})
+
+	t.Run("no such database", func(t *testing.T) {
+		// A connection string naming a database that does not exist is
+		// the deployment's mistake: a 500 that says the store is
+		// misconfigured, not an outage to wait out.
+		cfg, err := pgxpool.ParseConfig(pgtest.NewDatabase(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ConnConfig.Database = "idemgen_no_such_database_" + randomHex(t)
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		e := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: slog.New(&records{})})
+		if resp, err := request(t, e, "k1", nil); err != nil || resp.Status != 500 || problemType(t, resp) != idem.TypeStoreMisconfigured {
+			t.Fatalf("%+v, %v; want a 500 store-misconfigured problem", resp, err)
+		}
+	})
+
+	t.Run("a value the handler's statement is refused", func(t *testing.T) {
+		// A request's value the database cannot take (a NUL in text, a
+		// number out of range) fails every retry alike: a 400, with the
+		// key left free for the corrected request. A data exception of
+		// the handler's own making stays its 500.
+		pool := newPool(t, nil)
+		e := idem.NewEngine(pgstore.New(pool, pgstore.Options{}), idem.Options{Logger: slog.New(&records{})})
+		op := &idem.Operation{Name: "createOrder", TTL: time.Hour, Lease: time.Minute}
+		serve := func(key, sql string, arg any) (*idem.Response, error) {
+			r, _ := http.NewRequest("POST", "/orders", nil)
+			r.Header.Set(idem.HeaderKey, key)
+			return e.Serve(idem.WithRequest(ctx, r), op, []byte("fp"), func(ctx context.Context, at *idem.Attempt[pgx.Tx]) (idem.Writer, error) {
+				if _, err := at.Tx().Exec(ctx, sql, arg); err != nil {
+					return nil, fmt.Errorf("insert order: %w", err)
+				}
+				return func(w http.ResponseWriter) error { w.WriteHeader(201); return nil }, nil
+			})
+		}
+		for _, tc := range []struct {
+			name, sql string
+			arg       any
+		}{
+			{"a NUL in text", `SELECT $1::text`, "a\x00b"},
+			{"not an integer", `SELECT $1::text::int`, "twelve"},
+			{"out of range", `SELECT $1::int::smallint`, 1 << 20},
+		} {
+			key := "k-" + randomHex(t)
+			resp, err := serve(key, tc.sql, tc.arg)
+			if err != nil || resp.Status != 400 || problemType(t, resp) != idem.TypeInvalidRequest {
+				t.Fatalf("%s: %+v, %v; want a 400 invalid-request", tc.name, resp, err)
+			}
+			var rows int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE key = $1`, key).Scan(&rows); err != nil || rows != 0 {
+				t.Fatalf("%s: %d key rows (%v), want the key left free", tc.name, rows, err)
+			}
+			if resp, err := serve(key, `SELECT $1::text`, "ok"); err != nil || resp.Status != 201 || resp.Replayed {
+				t.Fatalf("%s: the corrected request under the key: %+v, %v; want it run", tc.name, resp, err)
+			}
+		}
+		if resp, err := serve("k-div", `SELECT 1 / $1::int`, 0); resp != nil || err == nil {
+			t.Fatalf("a division by zero in the handler's query: %+v, %v; want the handler's error (its 500)", resp, err)
 		}
 	})
 

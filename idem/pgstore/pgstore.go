@@ -676,11 +676,40 @@ func classify(what string, err error) error {
 }
 
 // ClassifyError classifies an error of a handler's own statement as the
-// store's own are (see idem.ErrorClassifier).
-func (s *Store) ClassifyError(err error) error { return classify("attempt", err) }
+// store's own are (see idem.ErrorClassifier). Of the data exceptions,
+// only those a request's value causes (valueRefused) are the request's:
+// a division by zero in the handler's query is the handler's.
+func (s *Store) ClassifyError(err error) error {
+	if rejectedInput(err) && !valueRefused(err) {
+		return fmt.Errorf("pgstore: attempt: %w", err)
+	}
+	return classify("attempt", err)
+}
+
+// valueRefused reports whether PostgreSQL refused a value sent to it: too
+// long, out of range, not of its type's syntax, or holding a character
+// the database cannot store (a NUL).
+func valueRefused(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "22001", // string_data_right_truncation
+		"22003",          // numeric_value_out_of_range
+		"22007", "22008", // invalid_datetime_format, datetime_field_overflow
+		"22021", // character_not_in_repertoire: a NUL, or bytes that are not UTF-8
+		"22P02", // invalid_text_representation
+		"22P05", // untranslatable_character
+		"54000": // program_limit_exceeded: a value too large for an index
+		return true
+	}
+	return false
+}
 
 // misconfigured reports whether err means the store's schema is missing or
-// older than this code, or the role may not use it: what Check reports.
+// older than this code, or the role may not use it: what Check reports;
+// or that the pool's credentials or database name are wrong.
 // Any other error, such as a constraint of the handler's own writes
 // failing at COMMIT, is not the store's configuration.
 func misconfigured(err error) bool {
@@ -691,9 +720,11 @@ func misconfigured(err error) bool {
 	}
 	switch pgErr.Code {
 	case "42P01", "42703", "42883", "42704", // undefined table, column, function, object
-		"3F000", // invalid_schema_name
-		"42501", // insufficient_privilege
-		"25006": // read_only_sql_transaction: connected to a standby
+		"3F000",          // invalid_schema_name
+		"42501",          // insufficient_privilege
+		"25006",          // read_only_sql_transaction: connected to a standby
+		"28000", "28P01", // invalid_authorization_specification, invalid_password
+		"3D000": // invalid_catalog_name: no such database
 		return true
 	}
 	return false
@@ -703,6 +734,12 @@ func misconfigured(err error) bool {
 // or went away: a refused or lost connection, a server shutting down,
 // restarting or out of connections, or no free connection in time.
 func unavailable(err error) bool {
+	if target := (*pgconn.ConnectError)(nil); errors.As(err, &target) {
+		// Whatever the server said when it refused the session, such as
+		// a database not accepting connections (55000), unless it is
+		// the deployment's own mistake.
+		return !misconfigured(err)
+	}
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "57P01", "57P02", "57P03", // admin_shutdown, crash_shutdown, cannot_connect_now
@@ -710,9 +747,6 @@ func unavailable(err error) bool {
 			return true
 		}
 		return strings.HasPrefix(pgErr.Code, "08") // connection_exception
-	}
-	if target := (*pgconn.ConnectError)(nil); errors.As(err, &target) {
-		return true
 	}
 	if target := (net.Error)(nil); errors.As(err, &target) {
 		return true
