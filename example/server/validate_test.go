@@ -40,23 +40,7 @@ func TestRequestValidatedBeforeClaim(t *testing.T) {
 	}
 	send := func(body string) reply {
 		t.Helper()
-		req, err := http.NewRequest("POST", srv.URL+"/orders", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		authorize(req, "acct_1")
-		req.Header.Set("Idempotency-Key", "k1")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return reply{resp.StatusCode, resp.Header, b}
+		return postAs(t, srv.URL+"/orders", "k1", "application/json", body)
 	}
 
 	long := strings.Repeat("c", 65)
@@ -134,23 +118,7 @@ func TestBodyNotUTF8IsRefused(t *testing.T) {
 	defer srv.Close()
 	send := func(path, key, body string) reply {
 		t.Helper()
-		req, err := http.NewRequest("POST", srv.URL+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json; charset=iso-8859-1")
-		authorize(req, "acct_1")
-		req.Header.Set("Idempotency-Key", key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return reply{resp.StatusCode, resp.Header, b}
+		return postAs(t, srv.URL+path, key, "application/json; charset=iso-8859-1", body)
 	}
 	orderFor := func(customer string) string {
 		return `{"amount_cents": 1250, "currency": "EUR", "customer_id": "` + customer + `"}`
@@ -180,4 +148,26 @@ func TestBodyNotUTF8IsRefused(t *testing.T) {
 	if r := send("/orders", "k1", orderFor("cafè")); r.status != 422 {
 		t.Fatalf("another order under the key: %d %s, want 422", r.status, r.body)
 	}
+}
+
+// postAs posts body to url as acct_1, under key, and reads the answer.
+func postAs(t *testing.T, url, key, contentType, body string) reply {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	authorize(req, "acct_1")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reply{resp.StatusCode, resp.Header, b}
 }

@@ -875,19 +875,9 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 func TestAcceptRoundTrips(t *testing.T) {
 	t.Parallel()
 	trips := &roundTrips{}
-	cfg, err := pgxpool.ParseConfig(newPool(t).Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Tracer = trips
 	// One connection, so that the warm-up prepared every statement on the
 	// connection the counted request uses.
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := poolOfOne(t, trips)
 	h := newHarness(t, pool, idem.Options{})
 	for i := range 3 { // warm: the secret, and each query prepared once
 		h.post(fmt.Sprintf("warm-%d", i), "", "acct")
@@ -998,16 +988,7 @@ func TestWorkCutByStopIsSnoozed(t *testing.T) {
 // same request is accepted, with one job.
 func TestAcceptWithNoFreeConnectionIsBusy(t *testing.T) {
 	t.Parallel()
-	cfg, err := pgxpool.ParseConfig(newPool(t).Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := poolOfOne(t, nil)
 	h := newHarness(t, pool, idem.Options{})
 	h.engine = idem.NewEngine[pgx.Tx](pgstore.New(pool, pgstore.Options{AcquireTimeout: 100 * time.Millisecond}), idem.Options{Logger: slog.New(slog.DiscardHandler)})
 	if resp := h.post("warm", "", "acct"); resp.Status != http.StatusAccepted {
@@ -1043,4 +1024,24 @@ func TestAcceptWithNoFreeConnectionIsBusy(t *testing.T) {
 	if n := count(pool, `SELECT count(*) FROM river_job WHERE args->>'key' = $1`); n != 1 {
 		t.Fatalf("%d jobs after the retry, want 1", n)
 	}
+}
+
+// poolOfOne returns a pool of one connection on a database newPool
+// prepares, traced by tracer when it is not nil.
+func poolOfOne(t *testing.T, tracer pgx.QueryTracer) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(newPool(t).Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tracer != nil {
+		cfg.ConnConfig.Tracer = tracer
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
