@@ -448,7 +448,7 @@ func generate(cmd, configPath string, quiet bool, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemgen: %s\n", w)
 	}
 	dir := filepath.Dir(configPath)
-	summary := fmt.Sprintf("%s: %d operations, %d idempotent", cfg.Spec, res.Operations, res.Idempotent)
+	summary := fmt.Sprintf("%s: %s, %d idempotent", cfg.Spec, count(res.Operations, "operation"), res.Idempotent)
 	if cmd == "check" {
 		if err := res.Check(dir); err != nil {
 			fmt.Fprintf(stderr, "idemgen: %v\n", err)
